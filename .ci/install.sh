@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what `cargo xtask ci` needs on a fresh machine with a Rust toolchain.
+set -euo pipefail
+
+need_apt=()
+# libfuzzer-sys compiles libFuzzer (C++) in its build script, which the fuzz check runs.
+command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}"
+fi
+
+for component in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^${component}"; then
+    rustup component add "$component"
+  fi
+done
+
+cargo --version
+rustc --version

@@ -1,0 +1,24 @@
+//! The message model that the wire protocol and the store share: property
+//! strings, well-known property keys, message ids, tag hashes and flag bits.
+//!
+//! Everything here follows Apache RocketMQ's definitions byte for byte, so a
+//! message written by a RocketMQ client reads back the same way here and the
+//! other way round. The crate has no I/O and no dependency on either the
+//! network layer or the storage layer.
+//!
+//! # Invariants worth naming
+//! - Property strings are `key 0x01 value 0x02` repeated; encoding and
+//!   decoding are inverse for every map whose keys and values are non-empty
+//!   and free of the two separator characters.
+//! - Message ids render as uppercase hexadecimal, 32 characters for an IPv4
+//!   host and 56 for an IPv6 host.
+#![deny(clippy::unwrap_used)]
+
+pub mod flags;
+pub mod id;
+pub mod properties;
+pub mod tags;
+
+pub use id::{IdError, MessageId, UniqueIdGenerator, UniqueKey};
+pub use properties::{Properties, PropertiesError};
+pub use tags::tag_hash;

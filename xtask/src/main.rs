@@ -1,0 +1,64 @@
+//! Project automation, run as `cargo xtask <command>`.
+//!
+//! - `ci`: everything CI checks: formatting, repository lints, clippy with
+//!   warnings denied, the whole test suite, and that the fuzz target builds.
+//! - `lint`: the repository rules alone (see `lint.rs`).
+//! - `fuzz-check`: builds the fuzz crate without running it.
+
+mod ci;
+mod lint;
+
+use std::{
+    env,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let root = project_root();
+    match args.first().map(String::as_str) {
+        Some("ci") => ci::all(&root),
+        Some("lint") => lint::run(&root),
+        Some("fuzz-check") => ci::fuzz_check(&root),
+        Some(other) => bail!("unknown command {other:?}\n\n{USAGE}"),
+        None => {
+            println!("{USAGE}");
+            Ok(())
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  ci           formatting, lints, clippy (-D warnings), all tests, fuzz build
+  lint         repository rules: crate graph, unsafe confinement, module docs
+  fuzz-check   build the fuzz targets without running them";
+
+/// The workspace root: the parent of this crate's directory.
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// A `cargo` command, using the cargo that runs us.
+fn cargo(root: &Path) -> Command {
+    let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root);
+    cmd
+}
+
+/// Runs a command to completion and fails if it does.
+fn run(mut cmd: Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    eprintln!("$ {shown}");
+    let status = cmd.status().with_context(|| format!("start {shown}"))?;
+    if !status.success() {
+        bail!("{shown} failed with {status}");
+    }
+    Ok(())
+}
