@@ -66,7 +66,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError
     let mut ext = Reader {
         buf: r.take(ext_len, "extFields")?,
     };
-    let mut ext_fields = ExtFields::new();
+    let mut ext_fields = ExtFields::default();
     while !ext.buf.is_empty() {
         let key_len = ext.i16("ext key length")?;
         let key_len = usize::try_from(key_len).map_err(|_| DecodeError::NegativeLength {

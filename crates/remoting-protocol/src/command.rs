@@ -11,8 +11,9 @@ use crate::{
 };
 
 /// Custom header fields of a command: names to string values, in the order
-/// they were added or received.
-pub type ExtFields = IndexMap<String, String>;
+/// they were added or received. Hashed with a fast, randomly seeded hasher:
+/// keys come from peers, so the seed keeps collisions out of their hands.
+pub type ExtFields = IndexMap<String, String, foldhash::fast::RandomState>;
 
 /// Flag bit set on responses.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -63,7 +64,7 @@ impl Default for RemotingCommand {
             opaque: 0,
             flag: 0,
             remark: None,
-            ext_fields: ExtFields::new(),
+            ext_fields: ExtFields::default(),
             body: Bytes::new(),
             serialize_type: SerializeType::default(),
         }

@@ -134,7 +134,10 @@ impl<'de> Deserialize<'de> for LenientExtFields {
                 Ok(LenientExtFields::default())
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = ExtFields::with_capacity(map.size_hint().unwrap_or(8));
+                let mut out = ExtFields::with_capacity_and_hasher(
+                    map.size_hint().unwrap_or(8),
+                    Default::default(),
+                );
                 while let Some(key) = map.next_key::<String>()? {
                     if let Some(ScalarString(value)) = map.next_value::<Option<ScalarString>>()? {
                         out.insert(key, value);

@@ -73,7 +73,7 @@ pub trait CommandHeader: Sized {
 
     /// Returns the header as a fresh ext-field map.
     fn to_ext_fields(&self) -> ExtFields {
-        let mut ext = ExtFields::new();
+        let mut ext = ExtFields::default();
         self.write_ext_fields(&mut ext);
         ext
     }
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let mut ext = ExtFields::new();
+        let mut ext = ExtFields::default();
         ext.insert("name".into(), "x".into());
         assert_eq!(
             Sample::from_ext_fields(&ext),

@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn boundary_type_is_case_insensitive() {
-        let mut ext = ExtFields::new();
+        let mut ext = ExtFields::default();
         for (k, v) in [
             ("topic", "T"),
             ("queueId", "0"),
