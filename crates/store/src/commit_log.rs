@@ -1,0 +1,514 @@
+//! The CommitLog: every message of every topic, appended under one put lock.
+//!
+//! # Invariants
+//! - The put lock is the only serialisation point of appends; it is held for
+//!   the queue-offset assignment and the copy, never for encoding or I/O
+//!   other than making a new file when none is ready.
+//! - While the lock is held, `lock_since_ns` holds the instant it was taken
+//!   (nanoseconds since the log's epoch, plus one); otherwise it is 0.
+
+use std::{
+    cell::RefCell,
+    collections::HashMap,
+    io,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard, PoisonError,
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use bytes::Bytes;
+use message_model::flags::{
+    transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+};
+use spin::mutex::{SpinMutex, SpinMutexGuard};
+
+use crate::{
+    error::PutError,
+    file_queue::{file_name, FileQueue},
+    mmap::{AppendError, MappedFile},
+    record::{self, MessageToStore, BLANK_HEADER_LEN},
+};
+
+/// Where an append landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendResult {
+    /// Physical offset of the first message.
+    pub physical_offset: u64,
+    /// Bytes written for the messages (without any end-of-file filler).
+    pub wrote_bytes: usize,
+    /// Queue offset of the first message.
+    pub queue_offset: i64,
+    /// Number of messages.
+    pub msg_count: usize,
+    /// Store timestamp given to the messages.
+    pub store_timestamp: i64,
+    /// Physical offset of each message (one entry for a single message).
+    pub physical_offsets: Vec<u64>,
+}
+
+impl AppendResult {
+    /// Offset just after the last appended byte.
+    pub fn end_offset(&self) -> u64 {
+        self.physical_offset + self.wrote_bytes as u64
+    }
+}
+
+/// The state that appends change, guarded by the put lock.
+#[derive(Debug, Default)]
+pub(crate) struct AppendState {
+    /// Next queue offset per topic and queue id.
+    queue_offsets: HashMap<String, HashMap<i32, i64>>,
+}
+
+impl AppendState {
+    fn next_queue_offset(&mut self, topic: &str, queue_id: i32) -> i64 {
+        match self.queue_offsets.get(topic).and_then(|q| q.get(&queue_id)) {
+            Some(&offset) => offset,
+            None => 0,
+        }
+    }
+
+    fn advance(&mut self, topic: &str, queue_id: i32, to: i64) {
+        if let Some(queues) = self.queue_offsets.get_mut(topic) {
+            queues.insert(queue_id, to);
+        } else {
+            self.queue_offsets
+                .insert(topic.to_owned(), HashMap::from([(queue_id, to)]));
+        }
+    }
+}
+
+/// The put lock: a blocking mutex or a spin lock, by configuration.
+#[derive(Debug)]
+enum PutLock {
+    Blocking(Mutex<AppendState>),
+    Spin(SpinMutex<AppendState>),
+}
+
+enum PutGuard<'a> {
+    Blocking(MutexGuard<'a, AppendState>),
+    Spin(SpinMutexGuard<'a, AppendState>),
+}
+
+impl std::ops::Deref for PutGuard<'_> {
+    type Target = AppendState;
+    fn deref(&self) -> &AppendState {
+        match self {
+            PutGuard::Blocking(g) => g,
+            PutGuard::Spin(g) => g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for PutGuard<'_> {
+    fn deref_mut(&mut self) -> &mut AppendState {
+        match self {
+            PutGuard::Blocking(g) => g,
+            PutGuard::Spin(g) => g,
+        }
+    }
+}
+
+/// The held put lock; clears the "held since" instant before releasing.
+struct Held<'a> {
+    guard: PutGuard<'a>,
+    since: &'a AtomicU64,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.since.store(0, Ordering::Release);
+    }
+}
+
+thread_local! {
+    static ENCODE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How the CommitLog is set up.
+#[derive(Debug, Clone)]
+pub struct CommitLogOptions {
+    /// Use a blocking mutex (true) or a spin lock (false) as the put lock.
+    pub blocking_lock: bool,
+    /// Largest message body.
+    pub max_message_size: usize,
+    /// Put lock held longer than this means the page cache is busy.
+    pub busy_threshold_ms: u64,
+    /// Fault injection: sleep inside the put lock on every append.
+    pub fault_lock_delay_ms: u64,
+}
+
+/// The CommitLog.
+#[derive(Debug)]
+pub struct CommitLog {
+    files: FileQueue,
+    lock: PutLock,
+    epoch: Instant,
+    lock_since_ns: AtomicU64,
+    busy_threshold_ms: AtomicU64,
+    fault_lock_delay_ms: AtomicU64,
+    max_message_size: usize,
+    disk_full: AtomicBool,
+    poisoned: Mutex<Option<String>>,
+    poisoned_flag: AtomicBool,
+}
+
+impl CommitLog {
+    /// A CommitLog over recovered files, with the next queue offset of every
+    /// known queue.
+    pub fn new(
+        files: FileQueue,
+        options: &CommitLogOptions,
+        queue_offsets: HashMap<(String, i32), i64>,
+    ) -> Self {
+        let mut state = AppendState::default();
+        for ((topic, queue_id), next) in queue_offsets {
+            state.advance(&topic, queue_id, next);
+        }
+        let lock = if options.blocking_lock {
+            PutLock::Blocking(Mutex::new(state))
+        } else {
+            PutLock::Spin(SpinMutex::new(state))
+        };
+        Self {
+            files,
+            lock,
+            epoch: Instant::now(),
+            lock_since_ns: AtomicU64::new(0),
+            busy_threshold_ms: AtomicU64::new(options.busy_threshold_ms),
+            fault_lock_delay_ms: AtomicU64::new(options.fault_lock_delay_ms),
+            max_message_size: options.max_message_size,
+            disk_full: AtomicBool::new(false),
+            poisoned: Mutex::new(None),
+            poisoned_flag: AtomicBool::new(false),
+        }
+    }
+
+    /// The files.
+    pub fn files(&self) -> &FileQueue {
+        &self.files
+    }
+
+    /// Appends one message.
+    ///
+    /// # Errors
+    /// [`PutError`] when the message is refused or the store cannot write;
+    /// nothing is stored then.
+    pub fn put(&self, msg: &MessageToStore) -> Result<AppendResult, PutError> {
+        self.check_writable()?;
+        ENCODE_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let len = record::encode(msg, self.max_message_size, &mut buf).map_err(encode_error)?;
+            let keeps_offset = !is_half_or_rollback(msg.sys_flag);
+            let mut held = self.lock();
+            let store_timestamp = now_ms();
+            self.fault_delay();
+            let queue_offset = if keeps_offset {
+                held.guard.next_queue_offset(&msg.topic, msg.queue_id)
+            } else {
+                0
+            };
+            let file = self.file_with_room(len)?;
+            let physical_offset = file.from_offset() + file.wrote() as u64;
+            record::patch(
+                &mut buf,
+                queue_offset,
+                physical_offset as i64,
+                store_timestamp,
+            );
+            self.append_to(&file, &buf)?;
+            if keeps_offset {
+                held.guard
+                    .advance(&msg.topic, msg.queue_id, queue_offset + 1);
+            }
+            drop(held);
+            Ok(AppendResult {
+                physical_offset,
+                wrote_bytes: len,
+                queue_offset,
+                msg_count: 1,
+                store_timestamp,
+                physical_offsets: vec![physical_offset],
+            })
+        })
+    }
+
+    /// Appends messages of one topic and queue back to back, in one file,
+    /// with consecutive queue offsets.
+    ///
+    /// # Errors
+    /// As [`CommitLog::put`]; also when the batch is empty, mixes queues, or
+    /// is larger than a file.
+    pub fn put_batch(&self, msgs: &[MessageToStore]) -> Result<AppendResult, PutError> {
+        self.check_writable()?;
+        let Some(first) = msgs.first() else {
+            return Err(PutError::MessageIllegal {
+                reason: "empty batch".into(),
+            });
+        };
+        if msgs
+            .iter()
+            .any(|m| m.topic != first.topic || m.queue_id != first.queue_id)
+        {
+            return Err(PutError::MessageIllegal {
+                reason: "a batch must target one topic and queue".into(),
+            });
+        }
+        let mut encoded = Vec::new();
+        let mut lens = Vec::with_capacity(msgs.len());
+        let mut one = Vec::new();
+        for m in msgs {
+            lens.push(record::encode(m, self.max_message_size, &mut one).map_err(encode_error)?);
+            encoded.extend_from_slice(&one);
+        }
+        if encoded.len() + BLANK_HEADER_LEN > self.files.file_size() {
+            return Err(PutError::MessageIllegal {
+                reason: format!(
+                    "batch of {} bytes does not fit in one CommitLog file of {} bytes",
+                    encoded.len(),
+                    self.files.file_size()
+                ),
+            });
+        }
+        let mut held = self.lock();
+        let store_timestamp = now_ms();
+        self.fault_delay();
+        let queue_offset = held.guard.next_queue_offset(&first.topic, first.queue_id);
+        let file = self.file_with_room(encoded.len())?;
+        let physical_offset = file.from_offset() + file.wrote() as u64;
+        let mut offsets = Vec::with_capacity(msgs.len());
+        let mut pos = 0;
+        for (i, len) in lens.iter().enumerate() {
+            let phys = physical_offset + pos as u64;
+            record::patch(
+                &mut encoded[pos..pos + len],
+                queue_offset + i as i64,
+                phys as i64,
+                store_timestamp,
+            );
+            offsets.push(phys);
+            pos += len;
+        }
+        self.append_to(&file, &encoded)?;
+        held.guard.advance(
+            &first.topic,
+            first.queue_id,
+            queue_offset + msgs.len() as i64,
+        );
+        drop(held);
+        Ok(AppendResult {
+            physical_offset,
+            wrote_bytes: encoded.len(),
+            queue_offset,
+            msg_count: msgs.len(),
+            store_timestamp,
+            physical_offsets: offsets,
+        })
+    }
+
+    /// Reads `len` committed bytes at a physical offset, without copying.
+    pub fn read(&self, offset: u64, len: usize) -> Option<Bytes> {
+        let file = self.files.find(offset)?;
+        let pos = (offset - file.from_offset()) as usize;
+        file.read(pos, len)?;
+        Some(Bytes::from_owner(Slice { file, pos, len }))
+    }
+
+    /// Reads the whole committed record at a physical offset.
+    pub fn read_record(&self, offset: u64) -> Option<Bytes> {
+        let file = self.files.find(offset)?;
+        let pos = (offset - file.from_offset()) as usize;
+        let head = file.read(pos, 4)?;
+        let size =
+            usize::try_from(i32::from_be_bytes([head[0], head[1], head[2], head[3]])).ok()?;
+        self.read(offset, size)
+    }
+
+    /// Reports whether the put lock has been held longer than the threshold
+    /// (`osPageCacheBusyTimeOutMills`).
+    pub fn is_os_page_cache_busy(&self) -> bool {
+        self.lock_held_ms() > self.busy_threshold_ms.load(Ordering::Relaxed)
+    }
+
+    /// How long the current holder has held the put lock (0 when free).
+    pub fn lock_held_ms(&self) -> u64 {
+        let since = self.lock_since_ns.load(Ordering::Acquire);
+        if since == 0 {
+            return 0;
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64 + 1;
+        now.saturating_sub(since) / 1_000_000
+    }
+
+    /// Changes the page-cache-busy threshold at run time.
+    pub fn set_busy_threshold_ms(&self, ms: u64) {
+        self.busy_threshold_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Changes the injected put-lock delay at run time (0 turns it off).
+    pub fn set_fault_lock_delay_ms(&self, ms: u64) {
+        self.fault_lock_delay_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Stops appends for good after a durability failure.
+    pub fn poison(&self, reason: String) {
+        tracing::error!(%reason, "commit log refuses further appends");
+        *self.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        self.poisoned_flag.store(true, Ordering::Release);
+    }
+
+    /// Reports whether appends are accepted now.
+    pub fn is_writable(&self) -> bool {
+        !self.poisoned_flag.load(Ordering::Acquire) && !self.disk_full.load(Ordering::Acquire)
+    }
+
+    /// Reports whether appends stopped because the disk was full.
+    pub fn is_disk_full(&self) -> bool {
+        self.disk_full.load(Ordering::Acquire)
+    }
+
+    /// Accepts appends again after the disk had room once more.
+    pub fn clear_disk_full(&self) {
+        if self.disk_full.swap(false, Ordering::AcqRel) {
+            tracing::info!("disk has room again; commit log accepts appends");
+        }
+    }
+
+    fn check_writable(&self) -> Result<(), PutError> {
+        if self.poisoned_flag.load(Ordering::Acquire) {
+            let reason = self
+                .poisoned
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+                .unwrap_or_default();
+            return Err(PutError::ServiceNotAvailable {
+                reason: format!("store stopped taking writes after an I/O failure: {reason}"),
+            });
+        }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Err(PutError::ServiceNotAvailable {
+                reason: "disk full: the store takes no writes until space is freed".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> Held<'_> {
+        let guard = match &self.lock {
+            PutLock::Blocking(m) => {
+                PutGuard::Blocking(m.lock().unwrap_or_else(PoisonError::into_inner))
+            }
+            PutLock::Spin(m) => PutGuard::Spin(m.lock()),
+        };
+        let since = self.epoch.elapsed().as_nanos() as u64 + 1;
+        self.lock_since_ns.store(since, Ordering::Release);
+        Held {
+            guard,
+            since: &self.lock_since_ns,
+        }
+    }
+
+    fn fault_delay(&self) {
+        let ms = self.fault_lock_delay_ms.load(Ordering::Relaxed);
+        if ms > 0 {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+    }
+
+    /// The last file if `len` bytes plus a filler header fit in it; otherwise
+    /// ends it with a filler and makes the next one. Called under the lock.
+    fn file_with_room(&self, len: usize) -> Result<Arc<MappedFile>, PutError> {
+        if let Some(file) = self.files.last() {
+            if len + BLANK_HEADER_LEN <= file.remaining() {
+                return Ok(file);
+            }
+            if !file.is_full() {
+                let remaining = file.remaining();
+                file.append_blank(&record::blank(remaining))
+                    .map_err(|e| append_failed(&file, e))?;
+            }
+        }
+        let next = self.files.max_wrote_offset();
+        let file = self
+            .files
+            .create_next(next)
+            .map_err(|e| self.creation_failed(next, e))?;
+        if len + BLANK_HEADER_LEN > file.remaining() {
+            return Err(PutError::MessageIllegal {
+                reason: format!("record of {len} bytes does not fit in a CommitLog file"),
+            });
+        }
+        Ok(file)
+    }
+
+    fn append_to(&self, file: &MappedFile, data: &[u8]) -> Result<(), PutError> {
+        file.append(data)
+            .map(|_| ())
+            .map_err(|e| append_failed(file, e))
+    }
+
+    fn creation_failed(&self, offset: u64, e: io::Error) -> PutError {
+        let name = file_name(offset);
+        match e.kind() {
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+                self.disk_full.store(true, Ordering::Release);
+                tracing::error!(file = %name, cause = %e, "disk full: commit log stops taking writes until space is freed");
+                PutError::ServiceNotAvailable {
+                    reason: format!("disk full: cannot create CommitLog file {name}: {e}"),
+                }
+            }
+            _ => {
+                tracing::error!(file = %name, cause = %e, "cannot create commit log file");
+                PutError::CreateMappedFileFailed {
+                    reason: format!("cannot create CommitLog file {name}: {e}"),
+                }
+            }
+        }
+    }
+}
+
+/// A zero-copy view of committed bytes that keeps its file mapped.
+struct Slice {
+    file: Arc<MappedFile>,
+    pos: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Slice {
+    fn as_ref(&self) -> &[u8] {
+        // Checked committed when the slice was made; committed bytes stay.
+        self.file.read(self.pos, self.len).unwrap_or_default()
+    }
+}
+
+fn append_failed(file: &MappedFile, e: AppendError) -> PutError {
+    PutError::CreateMappedFileFailed {
+        reason: format!("append to {} failed: {e:?}", file.path().display()),
+    }
+}
+
+fn encode_error(e: record::EncodeError) -> PutError {
+    match e {
+        record::EncodeError::PropertiesTooLong { len } => PutError::PropertiesSizeExceeded { len },
+        other => PutError::MessageIllegal {
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn is_half_or_rollback(sys_flag: i32) -> bool {
+    matches!(
+        transaction_type(sys_flag),
+        TRANSACTION_PREPARED_TYPE | TRANSACTION_ROLLBACK_TYPE
+    )
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,279 @@
+//! The store's configuration section.
+//!
+//! Keys keep RocketMQ's `broker.conf` names so that an operator's existing
+//! file translates line by line. Every field documents its default and its
+//! valid range; [`StoreConfig::validate`] checks them and names the key.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// When an appended message counts as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FlushDiskType {
+    /// Acknowledge once the bytes are in the page cache; a flush thread makes
+    /// them durable every `flushIntervalCommitLog` ms.
+    #[default]
+    AsyncFlush,
+    /// Acknowledge only after a group commit has made the bytes durable.
+    SyncFlush,
+}
+
+/// A configuration value outside its valid range.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid value {value} for `{key}`: {allowed}")]
+pub struct ConfigError {
+    /// The key, as written in a configuration file.
+    pub key: &'static str,
+    /// The offending value.
+    pub value: String,
+    /// What is allowed.
+    pub allowed: String,
+}
+
+/// Configuration of the message store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct StoreConfig {
+    /// Root directory of the store. Default `~/store` (the broker expands `~`).
+    pub store_path_root_dir: PathBuf,
+    /// CommitLog directory. Default: `<storePathRootDir>/commitlog`.
+    pub store_path_commit_log: Option<PathBuf>,
+    /// Size of one CommitLog file in bytes. Default 1 GiB; at least 64 KiB
+    /// and at least `maxMessageSize` + 64 KiB.
+    pub mapped_file_size_commit_log: usize,
+    /// Size of one ConsumeQueue file in bytes. Default 6,000,000 (300,000
+    /// entries); a positive multiple of 20.
+    pub mapped_file_size_consume_queue: usize,
+    /// `ASYNC_FLUSH` (default) or `SYNC_FLUSH`.
+    pub flush_disk_type: FlushDiskType,
+    /// Async flush period in ms. Default 500; 1..=60000.
+    pub flush_interval_commit_log: u64,
+    /// Dirty 4 KiB pages needed before an async flush. Default 4; 0 flushes any.
+    pub flush_commit_log_least_pages: usize,
+    /// A flush ignoring the page minimum happens at least this often (ms).
+    /// Default 10000.
+    pub flush_commit_log_thorough_interval: u64,
+    /// Group-commit wait of a SYNC_FLUSH append in ms. Default 5000; 1..=60000.
+    pub sync_flush_timeout: u64,
+    /// Commit period of the transient store pool in ms. Default 200; 1..=60000.
+    pub commit_interval_commit_log: u64,
+    /// Uncommitted 4 KiB pages needed before a commit. Default 4.
+    pub commit_commit_log_least_pages: usize,
+    /// A commit ignoring the page minimum happens at least this often (ms). Default 200.
+    pub commit_commit_log_thorough_interval: u64,
+    /// ConsumeQueue flush period in ms. Default 1000.
+    pub flush_interval_consume_queue: u64,
+    /// Dirty pages needed before a ConsumeQueue flush. Default 2.
+    pub flush_consume_queue_least_pages: usize,
+    /// A ConsumeQueue flush ignoring the page minimum happens at least this
+    /// often (ms). Default 60000.
+    pub flush_consume_queue_thorough_interval: u64,
+    /// Write through reusable off-heap buffers committed to the files by a
+    /// commit thread. Default false.
+    pub transient_store_pool_enable: bool,
+    /// Number of transient store pool buffers, each one CommitLog file in
+    /// size. Default 5; 1..=64.
+    pub transient_store_pool_size: usize,
+    /// Fail appends that need a new file when no pool buffer is free, instead
+    /// of writing that file without one. Default false.
+    pub fast_fail_if_no_buffer_in_store_pool: bool,
+    /// Largest message body in bytes. Default 4 MiB; 1..=1 GiB.
+    pub max_message_size: usize,
+    /// Put lock: a blocking mutex (true, default) or a spin lock (false).
+    pub use_reentrant_lock_when_put_message: bool,
+    /// The put lock held longer than this (ms) means the page cache is busy.
+    /// Default 1000; 1..=10,000,000.
+    pub os_page_cache_busy_time_out_mills: u64,
+    /// Verify body CRCs during recovery. Default true.
+    pub check_crc_on_recover: bool,
+    /// Pre-touch each new CommitLog file's pages in the background so that
+    /// appends do not page-fault. Default false.
+    pub warm_maped_file_enable: bool,
+    /// Fault injection: sleep this long (ms) inside the put lock on every
+    /// append. For tests and demonstrations only. Default 0 (off).
+    pub fault_put_lock_delay_mills: u64,
+    /// Fault injection: sleep this long (ms) before every CommitLog flush.
+    /// For tests and demonstrations only. Default 0 (off).
+    pub fault_flush_delay_mills: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            store_path_root_dir: PathBuf::from("~/store"),
+            store_path_commit_log: None,
+            mapped_file_size_commit_log: 1024 * 1024 * 1024,
+            mapped_file_size_consume_queue: 300_000 * 20,
+            flush_disk_type: FlushDiskType::AsyncFlush,
+            flush_interval_commit_log: 500,
+            flush_commit_log_least_pages: 4,
+            flush_commit_log_thorough_interval: 10_000,
+            sync_flush_timeout: 5000,
+            commit_interval_commit_log: 200,
+            commit_commit_log_least_pages: 4,
+            commit_commit_log_thorough_interval: 200,
+            flush_interval_consume_queue: 1000,
+            flush_consume_queue_least_pages: 2,
+            flush_consume_queue_thorough_interval: 60_000,
+            transient_store_pool_enable: false,
+            transient_store_pool_size: 5,
+            fast_fail_if_no_buffer_in_store_pool: false,
+            max_message_size: 4 * 1024 * 1024,
+            use_reentrant_lock_when_put_message: true,
+            os_page_cache_busy_time_out_mills: 1000,
+            check_crc_on_recover: true,
+            warm_maped_file_enable: false,
+            fault_put_lock_delay_mills: 0,
+            fault_flush_delay_mills: 0,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// A configuration rooted at `dir` with every other value at its default.
+    pub fn with_root(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            store_path_root_dir: dir.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The CommitLog directory.
+    pub fn commit_log_dir(&self) -> PathBuf {
+        self.store_path_commit_log
+            .clone()
+            .unwrap_or_else(|| self.store_path_root_dir.join("commitlog"))
+    }
+
+    /// The ConsumeQueue root directory.
+    pub fn consume_queue_dir(&self) -> PathBuf {
+        self.store_path_root_dir.join("consumequeue")
+    }
+
+    /// Checks every value and the rules between them.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first key whose value is not allowed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        range("maxMessageSize", self.max_message_size, 1, 1 << 30)?;
+        let min_file = (64 * 1024).max(self.max_message_size + 64 * 1024);
+        range(
+            "mappedFileSizeCommitLog",
+            self.mapped_file_size_commit_log,
+            min_file,
+            i32::MAX as usize,
+        )?;
+        if self.mapped_file_size_consume_queue == 0 || self.mapped_file_size_consume_queue % 20 != 0
+        {
+            return Err(ConfigError {
+                key: "mappedFileSizeConsumeQueue",
+                value: self.mapped_file_size_consume_queue.to_string(),
+                allowed: "a positive multiple of 20 (one entry is 20 bytes)".into(),
+            });
+        }
+        range(
+            "flushIntervalCommitLog",
+            self.flush_interval_commit_log,
+            1,
+            60_000,
+        )?;
+        range("syncFlushTimeout", self.sync_flush_timeout, 1, 60_000)?;
+        range(
+            "commitIntervalCommitLog",
+            self.commit_interval_commit_log,
+            1,
+            60_000,
+        )?;
+        range(
+            "flushIntervalConsumeQueue",
+            self.flush_interval_consume_queue,
+            1,
+            60_000,
+        )?;
+        range(
+            "transientStorePoolSize",
+            self.transient_store_pool_size,
+            1,
+            64,
+        )?;
+        range(
+            "osPageCacheBusyTimeOutMills",
+            self.os_page_cache_busy_time_out_mills,
+            1,
+            10_000_000,
+        )?;
+        range(
+            "faultPutLockDelayMills",
+            self.fault_put_lock_delay_mills,
+            0,
+            600_000,
+        )?;
+        range(
+            "faultFlushDelayMills",
+            self.fault_flush_delay_mills,
+            0,
+            600_000,
+        )?;
+        Ok(())
+    }
+}
+
+fn range<T>(key: &'static str, value: T, min: T, max: T) -> Result<(), ConfigError>
+where
+    T: PartialOrd + std::fmt::Display,
+{
+    if value < min || value > max {
+        return Err(ConfigError {
+            key,
+            value: value.to_string(),
+            allowed: format!("{min}..={max}"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_rocketmq_defaults_and_valid() {
+        let c = StoreConfig::default();
+        assert_eq!(c.mapped_file_size_commit_log, 1 << 30);
+        assert_eq!(c.flush_disk_type, FlushDiskType::AsyncFlush);
+        assert_eq!(c.os_page_cache_busy_time_out_mills, 1000);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn keys_use_rocketmq_names_and_unknown_keys_are_refused() {
+        let c: StoreConfig = serde_json::from_str(
+            r#"{"flushDiskType":"SYNC_FLUSH","transientStorePoolEnable":true,"mappedFileSizeCommitLog":1048576}"#,
+        )
+        .unwrap();
+        assert_eq!(c.flush_disk_type, FlushDiskType::SyncFlush);
+        assert!(c.transient_store_pool_enable);
+        let err =
+            serde_json::from_str::<StoreConfig>(r#"{"flushDiskTyp":"SYNC_FLUSH"}"#).unwrap_err();
+        assert!(err.to_string().contains("flushDiskTyp"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_key_and_the_range() {
+        let c = StoreConfig {
+            mapped_file_size_consume_queue: 30,
+            ..StoreConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().key, "mappedFileSizeConsumeQueue");
+        let c = StoreConfig {
+            mapped_file_size_commit_log: 4096,
+            ..StoreConfig::default()
+        };
+        let err = c.validate().unwrap_err();
+        assert_eq!(err.key, "mappedFileSizeCommitLog");
+        assert!(err.to_string().contains("4096"), "{err}");
+    }
+}

@@ -1,0 +1,441 @@
+//! A sequence of equally sized mapped files that together form one log,
+//! each named by the 20-digit offset of its first byte.
+//!
+//! # Invariants
+//! - Files are contiguous: file `i` starts at `first + i * file_size`.
+//! - Only the last file is appended to.
+
+use std::{
+    collections::HashMap,
+    fs, io,
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        mpsc, Arc, Condvar, Mutex, PoisonError, RwLock,
+    },
+    thread,
+    time::Duration,
+};
+
+use crate::{mmap::MappedFile, pool::TransientStorePool};
+
+/// How new files of a queue are made.
+#[derive(Debug, Clone)]
+pub struct FileFactory {
+    /// Size of every file.
+    pub file_size: usize,
+    /// Pool whose buffers new files borrow (CommitLog with the pool enabled).
+    pub pool: Option<TransientStorePool>,
+    /// Refuse to create a file when the pool has no buffer.
+    pub fast_fail_without_buffer: bool,
+    /// Pre-touch the pages of new files.
+    pub warm: bool,
+}
+
+impl FileFactory {
+    /// A factory for plain files of `file_size` bytes.
+    pub fn plain(file_size: usize) -> Self {
+        Self {
+            file_size,
+            pool: None,
+            fast_fail_without_buffer: false,
+            warm: false,
+        }
+    }
+
+    /// Creates the file that starts at `offset` in `dir`.
+    ///
+    /// # Errors
+    /// The file cannot be created (disk full, I/O error), or the pool has no
+    /// buffer and fast failure is on (`WouldBlock`).
+    pub fn create(&self, dir: &Path, offset: u64) -> io::Result<MappedFile> {
+        let buffer = match &self.pool {
+            Some(pool) => match pool.borrow() {
+                Some(buffer) => Some(buffer),
+                None if self.fast_fail_without_buffer => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "no free buffer in the transient store pool",
+                    ))
+                }
+                None => None,
+            },
+            None => None,
+        };
+        let mut file = MappedFile::create(&dir.join(file_name(offset)), offset, self.file_size)?;
+        if let Some(buffer) = buffer {
+            file.attach_buffer(buffer);
+        }
+        if self.warm {
+            file.warm();
+        }
+        Ok(file)
+    }
+}
+
+/// The 20-digit, zero-padded name of the file starting at `offset`.
+pub fn file_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+/// A log made of mapped files.
+#[derive(Debug)]
+pub struct FileQueue {
+    dir: PathBuf,
+    factory: FileFactory,
+    files: RwLock<Vec<Arc<MappedFile>>>,
+    flushed_where: AtomicU64,
+    committed_where: AtomicU64,
+    allocator: Option<Allocator>,
+}
+
+impl FileQueue {
+    /// Opens the files found in `dir` (created if missing) without setting
+    /// any position; recovery does that on the returned files before
+    /// [`FileQueue::new`] takes them.
+    ///
+    /// # Errors
+    /// The directory cannot be read, a file name is not an offset, a file has
+    /// the wrong size, or the files are not contiguous.
+    pub fn load_files(dir: &Path, file_size: usize) -> io::Result<Vec<MappedFile>> {
+        fs::create_dir_all(dir)?;
+        let mut offsets = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+                offsets.push(name.parse::<u64>().map_err(invalid)?);
+            }
+        }
+        offsets.sort_unstable();
+        let mut files = Vec::with_capacity(offsets.len());
+        for (i, &offset) in offsets.iter().enumerate() {
+            if i > 0 && offset != offsets[i - 1] + file_size as u64 {
+                return Err(invalid(format!(
+                    "{} is not contiguous with the file before it (file size {file_size})",
+                    dir.join(file_name(offset)).display()
+                )));
+            }
+            files.push(MappedFile::open(
+                &dir.join(file_name(offset)),
+                offset,
+                file_size,
+            )?);
+        }
+        Ok(files)
+    }
+
+    /// A queue over already recovered files. With `preallocate`, a
+    /// background thread makes the next file before it is needed.
+    pub fn new(
+        dir: &Path,
+        factory: FileFactory,
+        files: Vec<MappedFile>,
+        preallocate: bool,
+    ) -> Self {
+        let flushed = files
+            .last()
+            .map_or(0, |f| f.from_offset() + f.flushed() as u64);
+        let committed = files
+            .last()
+            .map_or(0, |f| f.from_offset() + f.committed() as u64);
+        let allocator = preallocate.then(|| Allocator::start(dir.to_path_buf(), factory.clone()));
+        Self {
+            dir: dir.to_path_buf(),
+            factory,
+            files: RwLock::new(files.into_iter().map(Arc::new).collect()),
+            flushed_where: AtomicU64::new(flushed),
+            committed_where: AtomicU64::new(committed),
+            allocator,
+        }
+    }
+
+    /// Size of each file.
+    pub fn file_size(&self) -> usize {
+        self.factory.file_size
+    }
+
+    /// The newest file.
+    pub fn last(&self) -> Option<Arc<MappedFile>> {
+        self.read_files().last().cloned()
+    }
+
+    /// The oldest file.
+    pub fn first(&self) -> Option<Arc<MappedFile>> {
+        self.read_files().first().cloned()
+    }
+
+    /// Every file, oldest first.
+    pub fn files(&self) -> Vec<Arc<MappedFile>> {
+        self.read_files().clone()
+    }
+
+    /// The file holding `offset`.
+    pub fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
+        let files = self.read_files();
+        let first = files.first()?.from_offset();
+        let index =
+            usize::try_from(offset.checked_sub(first)? / self.factory.file_size as u64).ok()?;
+        files.get(index).cloned()
+    }
+
+    /// Appends a new last file starting at `offset` (taken from the
+    /// background allocator when it has it ready) and asks for the one after.
+    ///
+    /// # Errors
+    /// The file cannot be created.
+    pub fn create_next(&self, offset: u64) -> io::Result<Arc<MappedFile>> {
+        let file = match &self.allocator {
+            Some(allocator) => allocator.take(offset, &self.dir, &self.factory)?,
+            None => self.factory.create(&self.dir, offset)?,
+        };
+        let file = Arc::new(file);
+        self.files
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&file));
+        if let Some(allocator) = &self.allocator {
+            allocator.request(offset + self.factory.file_size as u64);
+        }
+        Ok(file)
+    }
+
+    /// Offset of the first byte kept.
+    pub fn min_offset(&self) -> u64 {
+        self.first().map_or(0, |f| f.from_offset())
+    }
+
+    /// Offset after the last committed (readable) byte.
+    pub fn max_offset(&self) -> u64 {
+        self.last()
+            .map_or(0, |f| f.from_offset() + f.committed() as u64)
+    }
+
+    /// Offset after the last appended byte.
+    pub fn max_wrote_offset(&self) -> u64 {
+        self.last()
+            .map_or(0, |f| f.from_offset() + f.wrote() as u64)
+    }
+
+    /// Offset up to which everything is durable.
+    pub fn flushed_where(&self) -> u64 {
+        self.flushed_where.load(Ordering::Acquire)
+    }
+
+    /// Offset up to which everything is readable.
+    pub fn committed_where(&self) -> u64 {
+        self.committed_where.load(Ordering::Acquire)
+    }
+
+    /// Flushes the files from the one holding the flushed offset onwards;
+    /// see [`MappedFile::flush`] for `least_pages`. Returns the new flushed
+    /// offset.
+    ///
+    /// # Errors
+    /// The first flush error; the store must then refuse further appends.
+    pub fn flush(&self, least_pages: usize) -> io::Result<u64> {
+        let from = self.flushed_where();
+        let mut reached = from;
+        for file in self.files_from(from) {
+            let flushed = file.flush(least_pages)?;
+            reached = file.from_offset() + flushed as u64;
+            if flushed < file.size() {
+                break;
+            }
+        }
+        self.flushed_where.fetch_max(reached, Ordering::AcqRel);
+        Ok(self.flushed_where())
+    }
+
+    /// Commits pool buffers into the files from the one holding the committed
+    /// offset onwards. Returns the new committed offset.
+    pub fn commit(&self, least_pages: usize) -> u64 {
+        let from = self.committed_where();
+        let mut reached = from;
+        for file in self.files_from(from) {
+            let committed = file.commit(least_pages);
+            reached = file.from_offset() + committed as u64;
+            if committed < file.size() {
+                break;
+            }
+        }
+        self.committed_where.fetch_max(reached, Ordering::AcqRel);
+        self.committed_where()
+    }
+
+    /// Marks everything up to the committed end as committed, for queues
+    /// whose appends are readable at once (no pool buffers).
+    pub fn sync_committed(&self) {
+        let end = self.max_offset();
+        self.committed_where.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// Bytes appended but not yet flushed.
+    pub fn unflushed_bytes(&self) -> u64 {
+        self.max_wrote_offset().saturating_sub(self.flushed_where())
+    }
+
+    fn files_from(&self, offset: u64) -> Vec<Arc<MappedFile>> {
+        let files = self.read_files();
+        let Some(first) = files.first() else {
+            return Vec::new();
+        };
+        let index =
+            (offset.saturating_sub(first.from_offset()) / self.factory.file_size as u64) as usize;
+        files
+            .get(index.min(files.len().saturating_sub(1))..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+
+    fn read_files(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<MappedFile>>> {
+        self.files.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn invalid(msg: impl ToString) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
+}
+
+/// The background maker of the next file ("store-alloc").
+#[derive(Debug)]
+struct Allocator {
+    state: Arc<(Mutex<AllocState>, Condvar)>,
+    requests: mpsc::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct AllocState {
+    in_progress: Option<u64>,
+    ready: HashMap<u64, io::Result<MappedFile>>,
+}
+
+impl Allocator {
+    fn start(dir: PathBuf, factory: FileFactory) -> Self {
+        let state = Arc::new((Mutex::new(AllocState::default()), Condvar::new()));
+        let (requests, rx) = mpsc::channel::<u64>();
+        let worker_state = Arc::clone(&state);
+        let spawned = thread::Builder::new()
+            .name("store-alloc".into())
+            .spawn(move || {
+                let (lock, cv) = &*worker_state;
+                for offset in rx {
+                    {
+                        let mut st = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                        if st.ready.contains_key(&offset) || dir.join(file_name(offset)).exists() {
+                            continue;
+                        }
+                        st.in_progress = Some(offset);
+                    }
+                    let made = factory.create(&dir, offset);
+                    let mut st = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                    st.in_progress = None;
+                    st.ready.insert(offset, made);
+                    cv.notify_all();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(cause = %e, "cannot start the file pre-allocation thread; files will be made on demand");
+        }
+        Self { state, requests }
+    }
+
+    fn request(&self, offset: u64) {
+        // A stopped allocator only means files are made on demand.
+        let _ = self.requests.send(offset);
+    }
+
+    /// Takes the file for `offset`, waiting for it if it is being made, or
+    /// makes it now.
+    fn take(&self, offset: u64, dir: &Path, factory: &FileFactory) -> io::Result<MappedFile> {
+        let (lock, cv) = &*self.state;
+        let mut st = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while st.in_progress == Some(offset) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("pre-allocation of {} took over 5 s", file_name(offset)),
+                ));
+            }
+            st = cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        // Files made for other offsets are stale (the log moved on); drop them.
+        let ready = std::mem::take(&mut st.ready);
+        drop(st);
+        let mut found = None;
+        for (at, made) in ready {
+            match made {
+                Ok(file) if at == offset => found = Some(file),
+                Ok(file) => {
+                    let _ = file.destroy();
+                }
+                Err(e) if at == offset => {
+                    tracing::warn!(file = %file_name(at), cause = %e, "pre-allocation failed; retrying on demand")
+                }
+                Err(_) => {}
+            }
+        }
+        match found {
+            Some(file) => Ok(file),
+            None => factory.create(dir, offset),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_named_by_offset_and_found_by_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = FileQueue::new(dir.path(), FileFactory::plain(4096), Vec::new(), false);
+        q.create_next(0).unwrap();
+        q.create_next(4096).unwrap();
+        assert!(dir.path().join("00000000000000004096").exists());
+        assert_eq!(q.find(5000).unwrap().from_offset(), 4096);
+        assert_eq!(q.find(4095).unwrap().from_offset(), 0);
+        assert!(q.find(8192).is_none());
+        q.last().unwrap().append(b"abc").unwrap();
+        assert_eq!(q.max_offset(), 4099);
+        let reloaded = FileQueue::load_files(dir.path(), 4096).unwrap();
+        assert_eq!(reloaded.len(), 2);
+        assert!(
+            FileQueue::load_files(dir.path(), 8192).is_err(),
+            "size mismatch is refused"
+        );
+    }
+
+    #[test]
+    fn preallocated_next_file_is_taken_when_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = FileQueue::new(dir.path(), FileFactory::plain(4096), Vec::new(), true);
+        q.create_next(0).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !dir.path().join(file_name(4096)).exists() && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            dir.path().join(file_name(4096)).exists(),
+            "next file made in the background"
+        );
+        assert_eq!(q.create_next(4096).unwrap().from_offset(), 4096);
+        assert_eq!(q.files().len(), 2);
+    }
+
+    #[test]
+    fn flush_moves_across_full_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = FileQueue::new(dir.path(), FileFactory::plain(4096), Vec::new(), false);
+        q.create_next(0).unwrap().append(&[1u8; 4096]).unwrap();
+        q.create_next(4096).unwrap().append(&[2u8; 10]).unwrap();
+        assert_eq!(q.flush(0).unwrap(), 4106);
+        assert_eq!(q.unflushed_bytes(), 0);
+    }
+}

@@ -1,0 +1,550 @@
+//! Memory-mapped files and off-heap buffers: the only module that uses
+//! `unsafe`, behind a safe, bounds-checked API.
+//!
+//! # Invariants
+//! - Bytes below a file's committed position are never written again while
+//!   the file is shared; readers get plain slices of them. Moving positions
+//!   backwards (recovery) needs `&mut self`.
+//! - At most one append and at most one commit run on a file at a time,
+//!   enforced with a flag per role. An append writes at or above the written
+//!   position; a commit reads below it.
+//! - A file keeps its length while mapped: it is created at full size and
+//!   its blocks are allocated up front, so a store into the mapping can never
+//!   hit a hole on a full disk (which would be SIGBUS instead of an error).
+#![allow(unsafe_code)]
+
+use std::{
+    fs::{File, OpenOptions},
+    io,
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, Mutex, PoisonError,
+    },
+};
+
+use memmap2::{Advice, MmapOptions, MmapRaw};
+
+use crate::pool::PooledBuffer;
+
+/// Size of an OS page, the unit of "least pages" flush and commit rules.
+pub const OS_PAGE_SIZE: usize = 4096;
+
+/// Why bytes could not be appended to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendError {
+    /// The bytes do not fit in the space left.
+    Full {
+        /// Bytes left in the file.
+        remaining: usize,
+    },
+    /// Another append to this file is in progress.
+    Contended,
+    /// The position is below what was already written.
+    Overlap {
+        /// The current write position.
+        wrote: usize,
+    },
+}
+
+/// A fixed-size file mapped into memory and filled front to back.
+#[derive(Debug)]
+pub struct MappedFile {
+    path: PathBuf,
+    file: File,
+    map: MmapRaw,
+    from_offset: u64,
+    size: usize,
+    wrote: AtomicUsize,
+    committed: AtomicUsize,
+    flushed: AtomicUsize,
+    appending: AtomicBool,
+    committing: AtomicBool,
+    buffer: Mutex<Option<Arc<PooledBuffer>>>,
+}
+
+impl MappedFile {
+    /// Creates a new file of `size` bytes with its disk blocks allocated, and
+    /// maps it.
+    ///
+    /// # Errors
+    /// The file exists, the disk is full (`StorageFull`), or mapping fails.
+    pub fn create(path: &Path, from_offset: u64, size: usize) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        let allocated =
+            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size as u64);
+        if let Err(e) = allocated {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+            return Err(e.into());
+        }
+        Self::map(path, file, from_offset, size)
+    }
+
+    /// Maps an existing file, which must be exactly `size` bytes long. All
+    /// positions start at 0; recovery sets them with [`MappedFile::set_positions`].
+    ///
+    /// # Errors
+    /// The file cannot be opened, has another length, or cannot be mapped.
+    pub fn open(path: &Path, from_offset: u64, size: usize) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let len = file.metadata()?.len();
+        if len != size as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is {len} bytes long, expected {size}", path.display()),
+            ));
+        }
+        Self::map(path, file, from_offset, size)
+    }
+
+    fn map(path: &Path, file: File, from_offset: u64, size: usize) -> io::Result<Self> {
+        let map = MmapOptions::new().len(size).map_raw(&file)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            map,
+            from_offset,
+            size,
+            wrote: AtomicUsize::new(0),
+            committed: AtomicUsize::new(0),
+            flushed: AtomicUsize::new(0),
+            appending: AtomicBool::new(false),
+            committing: AtomicBool::new(false),
+            buffer: Mutex::new(None),
+        })
+    }
+
+    /// Routes appends through an off-heap buffer that [`MappedFile::commit`]
+    /// copies into the file. Only for a file nothing was written to yet.
+    pub fn attach_buffer(&mut self, buffer: Arc<PooledBuffer>) {
+        debug_assert_eq!(*self.wrote.get_mut(), 0);
+        *self
+            .buffer
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = Some(buffer);
+    }
+
+    /// Reports whether appends still go through a pool buffer.
+    pub fn has_buffer(&self) -> bool {
+        self.current_buffer().is_some()
+    }
+
+    /// Path of the file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Offset (in the whole log) of the file's first byte.
+    pub fn from_offset(&self) -> u64 {
+        self.from_offset
+    }
+
+    /// Size of the file in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Bytes appended so far.
+    pub fn wrote(&self) -> usize {
+        self.wrote.load(Ordering::Acquire)
+    }
+
+    /// Bytes in the file itself, readable by readers.
+    pub fn committed(&self) -> usize {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Bytes made durable.
+    pub fn flushed(&self) -> usize {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// Bytes left for appends.
+    pub fn remaining(&self) -> usize {
+        self.size - self.wrote()
+    }
+
+    /// Reports whether every byte has been appended.
+    pub fn is_full(&self) -> bool {
+        self.wrote() == self.size
+    }
+
+    /// Appends `data` at the write position and returns that position.
+    ///
+    /// # Errors
+    /// [`AppendError::Full`] when it does not fit, [`AppendError::Contended`]
+    /// when another append to this file is running.
+    pub fn append(&self, data: &[u8]) -> Result<usize, AppendError> {
+        let _guard = self.begin_append()?;
+        let pos = self.wrote.load(Ordering::Acquire);
+        self.write_unpublished(pos, data)?;
+        Ok(pos)
+    }
+
+    /// Writes `data` at `pos`, which must not be below the write position;
+    /// bytes between the write position and `pos` stay as they are (zero in
+    /// a new file).
+    ///
+    /// # Errors
+    /// [`AppendError::Overlap`] when `pos` is below the write position, and
+    /// the errors of [`MappedFile::append`].
+    pub fn write_at(&self, pos: usize, data: &[u8]) -> Result<(), AppendError> {
+        let _guard = self.begin_append()?;
+        let wrote = self.wrote.load(Ordering::Acquire);
+        if pos < wrote {
+            return Err(AppendError::Overlap { wrote });
+        }
+        self.write_unpublished(pos, data)
+    }
+
+    fn begin_append(&self) -> Result<FlagGuard<'_>, AppendError> {
+        FlagGuard::take(&self.appending).ok_or(AppendError::Contended)
+    }
+
+    /// Copies `data` to `pos` (at or above the write position; the caller
+    /// holds the append flag) and publishes the new write position.
+    fn write_unpublished(&self, pos: usize, data: &[u8]) -> Result<(), AppendError> {
+        let end = pos
+            .checked_add(data.len())
+            .filter(|&end| end <= self.size)
+            .ok_or(AppendError::Full {
+                remaining: self.size.saturating_sub(pos),
+            })?;
+        match self.current_buffer() {
+            Some(buffer) => {
+                // SAFETY: [pos, end) is within the buffer (same size as the
+                // file), at or above `wrote`, so no reader or committer reads
+                // it, and the append flag excludes other writers.
+                unsafe { buffer.anon().copy_in(pos, data) };
+                self.wrote.store(end, Ordering::Release);
+            }
+            None => {
+                // SAFETY: [pos, end) is within the mapping and at or above
+                // `wrote` == `committed`, so no reader has been handed it,
+                // and the append flag excludes other writers.
+                unsafe { copy_to(self.map.as_mut_ptr(), pos, data) };
+                self.wrote.store(end, Ordering::Release);
+                self.committed.store(end, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the end-of-file filler header at the write position and marks
+    /// the rest of the file as written.
+    ///
+    /// # Errors
+    /// As [`MappedFile::append`].
+    pub fn append_blank(&self, header: &[u8]) -> Result<usize, AppendError> {
+        let _guard = self.begin_append()?;
+        let pos = self.wrote.load(Ordering::Acquire);
+        self.write_unpublished(pos, header)?;
+        // The bytes after the header are zero (a new file, or zeroed by
+        // recovery); publishing them as written only moves the positions.
+        self.wrote.store(self.size, Ordering::Release);
+        if self.current_buffer().is_none() {
+            self.committed.store(self.size, Ordering::Release);
+        }
+        Ok(pos)
+    }
+
+    /// Returns `len` bytes at `pos` if they are all committed.
+    pub fn read(&self, pos: usize, len: usize) -> Option<&[u8]> {
+        let end = pos.checked_add(len)?;
+        if end > self.committed() {
+            return None;
+        }
+        // SAFETY: [pos, end) is below `committed`, which only grows while the
+        // file is shared, and committed bytes are never written again; the
+        // mapping lives as long as `self`.
+        Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), len) })
+    }
+
+    /// Every committed byte.
+    pub fn committed_bytes(&self) -> &[u8] {
+        let committed = self.committed();
+        self.read(0, committed).unwrap_or_default()
+    }
+
+    /// Copies appended bytes from the pool buffer into the file when at least
+    /// `least_pages` whole pages are waiting (any amount when 0, and always
+    /// when the file is full). Releases the buffer once the whole file is
+    /// committed. Returns the committed position.
+    pub fn commit(&self, least_pages: usize) -> usize {
+        let Some(_guard) = FlagGuard::take(&self.committing) else {
+            return self.committed();
+        };
+        let Some(buffer) = self.current_buffer() else {
+            return self.committed();
+        };
+        let committed = self.committed();
+        let wrote = self.wrote();
+        if enough_pages(committed, wrote, self.size, least_pages) {
+            // SAFETY: [committed, wrote) is below `wrote`, so the writer no
+            // longer touches it in the buffer, and at or above `committed`,
+            // so no reader has been handed it in the mapping; the commit flag
+            // excludes other committers.
+            unsafe {
+                let src = buffer.anon().slice(committed, wrote - committed);
+                copy_to(self.map.as_mut_ptr(), committed, src);
+            }
+            self.committed.store(wrote, Ordering::Release);
+        }
+        if self.committed() == self.size {
+            *self.buffer.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        self.committed()
+    }
+
+    /// Makes committed bytes durable when at least `least_pages` whole pages
+    /// are dirty (any amount when 0, and always when the file is full).
+    /// Returns the flushed position.
+    ///
+    /// # Errors
+    /// The error of `msync`; the caller must treat the store as poisoned.
+    pub fn flush(&self, least_pages: usize) -> io::Result<usize> {
+        let flushed = self.flushed();
+        let committed = self.committed();
+        if enough_pages(flushed, committed, self.size, least_pages) {
+            let start = flushed - flushed % OS_PAGE_SIZE;
+            self.map.flush_range(start, committed - start)?;
+            self.flushed.fetch_max(committed, Ordering::AcqRel);
+        }
+        Ok(self.flushed())
+    }
+
+    /// Asks the kernel to fault in every page writable now, so that later
+    /// appends do not page-fault.
+    pub fn warm(&self) {
+        if let Err(e) = self.map.advise(Advice::PopulateWrite) {
+            tracing::debug!(path = %self.path.display(), cause = %e, "pre-touch not supported");
+        }
+    }
+
+    /// Sets every position to `pos` (recovery) and zeroes the stale bytes
+    /// after it, page by page until a page that is already all zero, so that
+    /// records beyond a torn tail can never be read back later.
+    pub fn set_positions(&mut self, pos: usize) {
+        let pos = pos.min(self.size);
+        let mut start = pos;
+        while start < self.size {
+            let end = (start - start % OS_PAGE_SIZE + OS_PAGE_SIZE).min(self.size);
+            // SAFETY: `&mut self` means no reader or writer shares the file;
+            // [start, end) is within the mapping.
+            let page = unsafe {
+                std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(start), end - start)
+            };
+            let was_zero = page.iter().all(|&b| b == 0);
+            page.fill(0);
+            if was_zero && start > pos {
+                break;
+            }
+            start = end;
+        }
+        *self.wrote.get_mut() = pos;
+        *self.committed.get_mut() = pos;
+        *self.flushed.get_mut() = pos;
+    }
+
+    /// Deletes the file from disk.
+    ///
+    /// # Errors
+    /// The error of removing the file.
+    pub fn destroy(self) -> io::Result<()> {
+        let path = self.path.clone();
+        drop(self);
+        std::fs::remove_file(path)
+    }
+
+    /// The underlying file, for `fdatasync` and metadata.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    fn current_buffer(&self) -> Option<Arc<PooledBuffer>> {
+        self.buffer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Reports whether `[from, to)` spans at least `least_pages` page boundaries,
+/// or any byte when `least_pages` is 0, or anything at all once `to` is the end.
+fn enough_pages(from: usize, to: usize, size: usize, least_pages: usize) -> bool {
+    if to <= from {
+        return false;
+    }
+    if to == size || least_pages == 0 {
+        return true;
+    }
+    to / OS_PAGE_SIZE - from / OS_PAGE_SIZE >= least_pages
+}
+
+/// Anonymous (off-heap) memory of a fixed size, used as a write buffer.
+#[derive(Debug)]
+pub struct AnonBuffer {
+    map: MmapRaw,
+}
+
+impl AnonBuffer {
+    /// Allocates `size` zeroed bytes, optionally locked into RAM.
+    ///
+    /// # Errors
+    /// Mapping fails.
+    pub fn new(size: usize, lock: bool) -> io::Result<Self> {
+        let map: MmapRaw = MmapOptions::new().len(size).map_anon()?.into();
+        if lock {
+            if let Err(e) = map.lock() {
+                tracing::warn!(bytes = size, cause = %e, "could not lock a transient store pool buffer in memory");
+            }
+        }
+        Ok(Self { map })
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Reports whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+
+    /// # Safety
+    /// `[pos, pos + data.len())` must be within the buffer, and nothing may
+    /// read or write that range concurrently.
+    unsafe fn copy_in(&self, pos: usize, data: &[u8]) {
+        copy_to(self.map.as_mut_ptr(), pos, data);
+    }
+
+    /// # Safety
+    /// `[pos, pos + len)` must be within the buffer, and nothing may write
+    /// that range while the slice lives.
+    unsafe fn slice(&self, pos: usize, len: usize) -> &[u8] {
+        std::slice::from_raw_parts(self.map.as_ptr().add(pos), len)
+    }
+}
+
+impl PooledBuffer {
+    fn anon(&self) -> &AnonBuffer {
+        self.buffer()
+    }
+}
+
+/// # Safety
+/// `[pos, pos + data.len())` must lie within the allocation at `base`, and
+/// nothing may access that range concurrently.
+unsafe fn copy_to(base: *mut u8, pos: usize, data: &[u8]) {
+    std::ptr::copy_nonoverlapping(data.as_ptr(), base.add(pos), data.len());
+}
+
+/// Holds an atomic flag set for as long as it lives.
+struct FlagGuard<'a>(&'a AtomicBool);
+
+impl<'a> FlagGuard<'a> {
+    fn take(flag: &'a AtomicBool) -> Option<Self> {
+        flag.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Self(flag))
+    }
+}
+
+impl Drop for FlagGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::TransientStorePool;
+
+    fn file(dir: &Path, size: usize) -> MappedFile {
+        MappedFile::create(&dir.join("00000000000000000000"), 0, size).unwrap()
+    }
+
+    #[test]
+    fn appends_are_readable_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = file(dir.path(), 64);
+        assert_eq!(f.append(b"hello").unwrap(), 0);
+        assert_eq!(f.append(b"world").unwrap(), 5);
+        assert_eq!(f.read(0, 10).unwrap(), b"helloworld");
+        assert_eq!(f.read(5, 6), None);
+        assert_eq!(
+            f.append(&[0u8; 60]),
+            Err(AppendError::Full { remaining: 54 })
+        );
+        assert_eq!(f.wrote(), 10);
+    }
+
+    #[test]
+    fn write_at_refuses_to_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = file(dir.path(), 64);
+        f.write_at(20, b"x").unwrap();
+        assert_eq!(f.wrote(), 21);
+        assert_eq!(f.read(0, 21).unwrap()[..20], [0u8; 20]);
+        assert_eq!(f.write_at(3, b"y"), Err(AppendError::Overlap { wrote: 21 }));
+    }
+
+    #[test]
+    fn pooled_appends_become_readable_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = TransientStorePool::new(1, 3 * OS_PAGE_SIZE, false).unwrap();
+        let mut f = file(dir.path(), 3 * OS_PAGE_SIZE);
+        f.attach_buffer(pool.borrow().unwrap());
+        assert!(pool.is_deficient());
+        f.append(&[1u8; 100]).unwrap();
+        assert_eq!(f.read(0, 100), None);
+        assert_eq!(f.commit(1), 0, "less than a page waits");
+        assert_eq!(f.commit(0), 100);
+        assert_eq!(f.read(0, 100).unwrap(), &[1u8; 100][..]);
+        f.append(&vec![2u8; 3 * OS_PAGE_SIZE - 100]).unwrap();
+        assert_eq!(f.commit(4), 3 * OS_PAGE_SIZE, "a full file always commits");
+        assert!(!f.has_buffer());
+        assert!(!pool.is_deficient(), "the buffer went back to the pool");
+    }
+
+    #[test]
+    fn flush_honours_least_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = file(dir.path(), 16 * OS_PAGE_SIZE);
+        f.append(&[7u8; 100]).unwrap();
+        assert_eq!(f.flush(1).unwrap(), 0);
+        assert_eq!(f.flush(0).unwrap(), 100);
+        f.append(&vec![7u8; 2 * OS_PAGE_SIZE]).unwrap();
+        assert_eq!(f.flush(4).unwrap(), 100);
+        assert_eq!(f.flush(2).unwrap(), 100 + 2 * OS_PAGE_SIZE);
+    }
+
+    #[test]
+    fn reopened_file_keeps_bytes_and_set_positions_zeroes_stale_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000");
+        {
+            let f = MappedFile::create(&path, 0, 3 * OS_PAGE_SIZE).unwrap();
+            f.append(&vec![9u8; OS_PAGE_SIZE + 10]).unwrap();
+        }
+        let mut f = MappedFile::open(&path, 0, 3 * OS_PAGE_SIZE).unwrap();
+        assert_eq!(f.read(0, 1), None, "nothing is readable before recovery");
+        f.set_positions(OS_PAGE_SIZE + 10);
+        assert_eq!(f.read(OS_PAGE_SIZE, 10).unwrap(), &[9u8; 10][..]);
+        f.set_positions(5);
+        assert_eq!(f.read(0, 5).unwrap(), &[9u8; 5][..]);
+        f.set_positions(OS_PAGE_SIZE + 10);
+        assert!(f.read(5, OS_PAGE_SIZE + 5).unwrap().iter().all(|&b| b == 0));
+        assert!(
+            MappedFile::open(&path, 0, 4096).is_err(),
+            "wrong size is refused"
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! Helpers shared by the store's integration tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::{net::SocketAddr, path::Path};
+
+use bytes::Bytes;
+use store::{MessageToStore, StoreConfig};
+
+/// A small-file configuration rooted at `dir`.
+pub fn config(dir: &Path) -> StoreConfig {
+    StoreConfig {
+        mapped_file_size_commit_log: 256 * 1024,
+        mapped_file_size_consume_queue: 100 * 20,
+        max_message_size: 64 * 1024,
+        flush_interval_consume_queue: 50,
+        ..StoreConfig::with_root(dir)
+    }
+}
+
+/// The body of message `i`: its index followed by a repeating pattern.
+pub fn body(i: u64, len: usize) -> Bytes {
+    let mut b = i.to_be_bytes().to_vec();
+    b.extend((0..len.saturating_sub(8)).map(|j| (i as usize + j) as u8));
+    Bytes::from(b)
+}
+
+/// Message `i` for a topic queue.
+pub fn message(topic: &str, queue_id: i32, i: u64, len: usize) -> MessageToStore {
+    MessageToStore {
+        topic: topic.into(),
+        queue_id,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000 + i as i64,
+        born_host: addr("127.0.0.1:40000"),
+        store_host: addr("127.0.0.1:10911"),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: body(i, len),
+        properties: format!("TAGS\u{1}tag{}\u{2}UNIQ_KEY\u{1}{i}\u{2}", i % 3),
+    }
+}
+
+pub fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// Decodes a stored record's body.
+pub fn record_body(record: &[u8]) -> Vec<u8> {
+    match store::record::check(record, true) {
+        store::record::Record::Message(m) => m.body.to_vec(),
+        other => panic!("not a valid record: {other:?}"),
+    }
+}
