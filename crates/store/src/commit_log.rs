@@ -60,6 +60,9 @@ impl AppendResult {
 pub(crate) struct AppendState {
     /// Next queue offset per topic and queue id.
     queue_offsets: HashMap<String, HashMap<i32, i64>>,
+    /// The file being appended to, kept here so that an append does not
+    /// touch the shared file list.
+    current: Option<Arc<MappedFile>>,
 }
 
 impl AppendState {
@@ -151,6 +154,8 @@ pub struct CommitLog {
     fault_lock_delay_ms: AtomicU64,
     max_message_size: usize,
     disk_full: AtomicBool,
+    /// Offset after the last appended byte, published after each append.
+    wrote_end: AtomicU64,
     poisoned: Mutex<Option<String>>,
     poisoned_flag: AtomicBool,
 }
@@ -172,7 +177,9 @@ impl CommitLog {
         } else {
             PutLock::Spin(SpinMutex::new(state))
         };
+        let wrote_end = files.max_wrote_offset();
         Self {
+            wrote_end: AtomicU64::new(wrote_end),
             files,
             lock,
             epoch: Instant::now(),
@@ -210,7 +217,7 @@ impl CommitLog {
             } else {
                 0
             };
-            let file = self.file_with_room(len)?;
+            let file = Arc::clone(self.file_with_room(&mut held.guard, len)?);
             let physical_offset = file.from_offset() + file.wrote() as u64;
             record::patch(
                 &mut buf,
@@ -276,7 +283,7 @@ impl CommitLog {
         let store_timestamp = now_ms();
         self.fault_delay();
         let queue_offset = held.guard.next_queue_offset(&first.topic, first.queue_id);
-        let file = self.file_with_room(encoded.len())?;
+        let file = self.file_with_room(&mut held.guard, encoded.len())?;
         let physical_offset = file.from_offset() + file.wrote() as u64;
         let mut offsets = Vec::with_capacity(msgs.len());
         let mut pos = 0;
@@ -291,7 +298,7 @@ impl CommitLog {
             offsets.push(phys);
             pos += len;
         }
-        self.append_to(&file, &encoded)?;
+        self.append_to(file, &encoded)?;
         held.guard.advance(
             &first.topic,
             first.queue_id,
@@ -418,36 +425,66 @@ impl CommitLog {
         }
     }
 
-    /// The last file if `len` bytes plus a filler header fit in it; otherwise
-    /// ends it with a filler and makes the next one. Called under the lock.
-    fn file_with_room(&self, len: usize) -> Result<Arc<MappedFile>, PutError> {
-        if let Some(file) = self.files.last() {
-            if len + BLANK_HEADER_LEN <= file.remaining() {
-                return Ok(file);
-            }
-            if !file.is_full() {
-                let remaining = file.remaining();
-                file.append_blank(&record::blank(remaining))
-                    .map_err(|e| append_failed(&file, e))?;
-            }
+    /// The current file if `len` bytes plus a filler header fit in it;
+    /// otherwise ends it with a filler and makes the next one. Called under
+    /// the lock.
+    fn file_with_room<'s>(
+        &self,
+        state: &'s mut AppendState,
+        len: usize,
+    ) -> Result<&'s Arc<MappedFile>, PutError> {
+        if state.current.is_none() {
+            state.current = self.files.last();
         }
-        let next = self.files.max_wrote_offset();
-        let file = self
-            .files
-            .create_next(next)
-            .map_err(|e| self.creation_failed(next, e))?;
-        if len + BLANK_HEADER_LEN > file.remaining() {
-            return Err(PutError::MessageIllegal {
-                reason: format!("record of {len} bytes does not fit in a CommitLog file"),
-            });
+        let fits = state
+            .current
+            .as_ref()
+            .is_some_and(|f| len + BLANK_HEADER_LEN <= f.remaining());
+        if !fits {
+            if let Some(file) = &state.current {
+                if !file.is_full() {
+                    let remaining = file.remaining();
+                    file.append_blank(&record::blank(remaining))
+                        .map_err(|e| append_failed(file, e))?;
+                }
+            }
+            let next = self.files.max_wrote_offset();
+            let file = self
+                .files
+                .create_next(next)
+                .map_err(|e| self.creation_failed(next, e))?;
+            if len + BLANK_HEADER_LEN > file.remaining() {
+                return Err(PutError::MessageIllegal {
+                    reason: format!("record of {len} bytes does not fit in a CommitLog file"),
+                });
+            }
+            state.current = Some(file);
         }
-        Ok(file)
+        state
+            .current
+            .as_ref()
+            .ok_or_else(|| PutError::CreateMappedFileFailed {
+                reason: "no CommitLog file to append to".into(),
+            })
     }
 
     fn append_to(&self, file: &MappedFile, data: &[u8]) -> Result<(), PutError> {
-        file.append(data)
-            .map(|_| ())
-            .map_err(|e| append_failed(file, e))
+        let pos = file.append(data).map_err(|e| append_failed(file, e))?;
+        self.wrote_end.store(
+            file.from_offset() + (pos + data.len()) as u64,
+            Ordering::Release,
+        );
+        Ok(())
+    }
+
+    /// Offset after the last byte readers may see: what was appended, or,
+    /// with pool buffers, what was committed.
+    pub fn readable_end(&self) -> u64 {
+        if self.files.uses_pool() {
+            self.files.committed_where()
+        } else {
+            self.wrote_end.load(Ordering::Acquire)
+        }
     }
 
     fn creation_failed(&self, offset: u64, e: io::Error) -> PutError {

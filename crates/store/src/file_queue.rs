@@ -151,6 +151,11 @@ impl FileQueue {
         }
     }
 
+    /// Reports whether new files borrow transient store pool buffers.
+    pub fn uses_pool(&self) -> bool {
+        self.factory.pool.is_some()
+    }
+
     /// Size of each file.
     pub fn file_size(&self) -> usize {
         self.factory.file_size

@@ -18,7 +18,7 @@ use std::{
     io,
     path::{Path, PathBuf},
     sync::{
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         Arc, Mutex, PoisonError,
     },
 };
@@ -29,6 +29,13 @@ use crate::pool::PooledBuffer;
 
 /// Size of an OS page, the unit of "least pages" flush and commit rules.
 pub const OS_PAGE_SIZE: usize = 4096;
+
+static FLUSH_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Number of `msync` calls that mapped files of this process have made.
+pub fn flush_calls() -> u64 {
+    FLUSH_CALLS.load(Ordering::Relaxed)
+}
 
 /// Why bytes could not be appended to a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,6 +320,7 @@ impl MappedFile {
         if enough_pages(flushed, committed, self.size, least_pages) {
             let start = flushed - flushed % OS_PAGE_SIZE;
             self.map.flush_range(start, committed - start)?;
+            FLUSH_CALLS.fetch_add(1, Ordering::Relaxed);
             self.flushed.fetch_max(committed, Ordering::AcqRel);
         }
         Ok(self.flushed())

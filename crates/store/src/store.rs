@@ -599,39 +599,42 @@ impl Inner {
         let files = self.commit_log.files();
         let mut from = self.reput_from.load(Ordering::Acquire);
         let start = from;
-        loop {
-            let end = files.max_offset();
-            if from >= end {
-                break;
-            }
+        let mut queues = QueueCache::default();
+        'log: while from < self.commit_log.readable_end() {
             let Some(file) = files.find(from) else { break };
-            let pos = (from - file.from_offset()) as usize;
-            let available = file.committed().saturating_sub(pos);
-            let Some(data) = file.read(pos, available) else {
-                break;
-            };
-            match record::check(data, false) {
-                Record::Message(m) => {
-                    self.dispatch(&m);
-                    from += m.total_size as u64;
-                }
-                Record::Blank => from = file.from_offset() + file.size() as u64,
-                Record::End => break,
-                Record::Invalid(reason) => {
-                    tracing::error!(
-                        offset = from,
-                        reason,
-                        "cannot index commit log record; dispatch stalls"
-                    );
-                    break;
+            let data = file.committed_bytes();
+            let mut pos = (from - file.from_offset()) as usize;
+            while pos < data.len() {
+                match record::check(&data[pos..], false) {
+                    Record::Message(m) => {
+                        self.dispatch(&m, &mut queues);
+                        pos += m.total_size;
+                    }
+                    Record::Blank => pos = file.size(),
+                    Record::End => break,
+                    Record::Invalid(reason) => {
+                        let at = file.from_offset() + pos as u64;
+                        tracing::error!(
+                            offset = at,
+                            reason,
+                            "cannot index commit log record; dispatch stalls"
+                        );
+                        self.reput_from.store(at, Ordering::Release);
+                        break 'log;
+                    }
                 }
             }
+            let reached = file.from_offset() + pos as u64;
+            if reached == from {
+                break;
+            }
+            from = reached;
             self.reput_from.store(from, Ordering::Release);
         }
         from > start
     }
 
-    fn dispatch(&self, m: &record::StoredMessage<'_>) {
+    fn dispatch(&self, m: &record::StoredMessage<'_>, queues: &mut QueueCache) {
         if matches!(
             transaction_type(m.sys_flag),
             TRANSACTION_PREPARED_TYPE | TRANSACTION_ROLLBACK_TYPE
@@ -643,7 +646,9 @@ impl Inner {
             size: m.total_size as i32,
             tags_code: tags_code(m.properties),
         };
-        let cq = self.queue_or_create(m.topic, m.queue_id);
+        let cq = queues.get(m.topic, m.queue_id, || {
+            self.queue_or_create(m.topic, m.queue_id)
+        });
         if let Err(e) = cq.put(m.queue_offset, entry) {
             tracing::error!(topic = m.topic, queue_id = m.queue_id, cause = %e, "cannot write consume queue entry");
             self.commit_log
@@ -811,6 +816,38 @@ impl Inner {
                 tracing::warn!(dir = %dir.display(), cause = %e, "cannot check free disk space")
             }
         }
+    }
+}
+
+/// The queues one dispatch pass has used, so that consecutive records skip
+/// the shared map.
+#[derive(Default)]
+struct QueueCache {
+    recent: Vec<(String, i32, Arc<ConsumeQueue>)>,
+}
+
+impl QueueCache {
+    fn get(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        load: impl FnOnce() -> Arc<ConsumeQueue>,
+    ) -> &ConsumeQueue {
+        let pos = match self
+            .recent
+            .iter()
+            .position(|(t, q, _)| *q == queue_id && t == topic)
+        {
+            Some(pos) => pos,
+            None => {
+                if self.recent.len() >= 64 {
+                    self.recent.clear();
+                }
+                self.recent.push((topic.to_owned(), queue_id, load()));
+                self.recent.len() - 1
+            }
+        };
+        &self.recent[pos].2
     }
 }
 
