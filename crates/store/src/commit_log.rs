@@ -371,6 +371,11 @@ impl CommitLog {
         !self.poisoned_flag.load(Ordering::Acquire) && !self.disk_full.load(Ordering::Acquire)
     }
 
+    /// Reports whether a durability failure stopped appends for good.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned_flag.load(Ordering::Acquire)
+    }
+
     /// Reports whether appends stopped because the disk was full.
     pub fn is_disk_full(&self) -> bool {
         self.disk_full.load(Ordering::Acquire)

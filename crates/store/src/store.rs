@@ -446,28 +446,10 @@ impl MessageStore {
     /// Stops the threads after indexing and flushing everything, writes the
     /// checkpoint and removes the abort file. Idempotent; also run on drop.
     pub fn shutdown(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if !self.stop_threads() {
             return;
         }
         let inner = &self.inner;
-        inner.shutting_down.store(true, Ordering::Release);
-        for signal in [
-            &inner.commit,
-            &inner.reput,
-            &inner.housekeeping,
-            &inner.flush,
-        ] {
-            signal.stop();
-        }
-        inner.group_commit.wake();
-        for handle in self
-            .threads
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
-        {
-            let _ = handle.join();
-        }
         inner.dispatch_available();
         inner.commit_log.files().commit(0);
         let flushed = inner.commit_log.files().flush(0);
@@ -476,7 +458,7 @@ impl MessageStore {
         let clean = flushed.is_ok()
             && queues_flushed.is_ok()
             && checkpoint.is_ok()
-            && inner.commit_log.is_writable();
+            && !inner.commit_log.is_poisoned();
         if clean {
             if let Err(e) = fs::remove_file(self.root.join("abort")) {
                 tracing::warn!(cause = %e, "cannot remove abort file; next start recovers as after a crash");
@@ -489,14 +471,19 @@ impl MessageStore {
             );
         }
     }
-}
 
-impl MessageStore {
     /// Stops the threads without flushing, indexing or removing the abort
     /// file, as if the process had died: the next open recovers as after a
     /// crash. For tests and tools that exercise recovery.
     pub fn abandon(self) {
-        self.closed.store(true, Ordering::Release);
+        self.stop_threads();
+    }
+
+    /// Stops and joins every thread; false if they were already stopped.
+    fn stop_threads(&self) -> bool {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return false;
+        }
         let inner = &self.inner;
         inner.shutting_down.store(true, Ordering::Release);
         for signal in [
@@ -516,6 +503,7 @@ impl MessageStore {
         {
             let _ = handle.join();
         }
+        true
     }
 }
 
