@@ -132,7 +132,6 @@ impl GroupCommit {
     }
 
     /// Number of appends waiting now.
-    #[cfg(test)]
     pub(crate) fn waiters(&self) -> usize {
         self.state
             .lock()

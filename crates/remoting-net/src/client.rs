@@ -1,0 +1,302 @@
+//! The remoting client: one multiplexed connection per address, responses
+//! matched to requests by `opaque`.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use remoting_protocol::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
+use thiserror::Error;
+use tokio::{
+    net::TcpStream,
+    sync::{mpsc, oneshot},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::io::{read_frames, write_frames, ReadEnd};
+
+/// Why a request got no response.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The connection could not be made.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No response came within the timeout.
+    #[error("no response from {addr} within {timeout_ms} ms (opaque {opaque})")]
+    Timeout {
+        /// The address.
+        addr: String,
+        /// The timeout.
+        timeout_ms: u64,
+        /// The request's opaque.
+        opaque: i32,
+    },
+    /// The connection closed before the response came.
+    #[error("connection to {addr} closed before the response came")]
+    ConnectionClosed {
+        /// The address.
+        addr: String,
+    },
+}
+
+/// Settings of a client.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// How long to wait for a connection (RocketMQ: 3000 ms).
+    pub connect_timeout: Duration,
+    /// Largest frame accepted or sent, 4-byte prefix included.
+    pub max_frame_len: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(3),
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+        }
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
+
+/// One connection to a remoting server.
+#[derive(Debug)]
+pub struct ClientConnection {
+    addr: String,
+    tx: mpsc::UnboundedSender<RemotingCommand>,
+    pending: Pending,
+    cancel: CancellationToken,
+}
+
+impl ClientConnection {
+    /// Connects to `addr` (`host:port`).
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`] when the connection fails or takes too long.
+    pub async fn connect(addr: &str, options: &ClientOptions) -> Result<Arc<Self>, ClientError> {
+        let connect = tokio::time::timeout(options.connect_timeout, TcpStream::connect(addr));
+        let stream = match connect.await {
+            Ok(Ok(s)) => s,
+            Ok(Err(source)) => {
+                return Err(ClientError::Connect {
+                    addr: addr.to_owned(),
+                    source,
+                })
+            }
+            Err(_) => {
+                return Err(ClientError::Connect {
+                    addr: addr.to_owned(),
+                    source: std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
+                })
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (reader, writer) = stream.into_split();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pending: Pending = Arc::default();
+        let cancel = CancellationToken::new();
+        let conn = Arc::new(Self {
+            addr: addr.to_owned(),
+            tx,
+            pending: Arc::clone(&pending),
+            cancel: cancel.clone(),
+        });
+        let max = options.max_frame_len;
+        let writer_cancel = cancel.clone();
+        tokio::spawn(async move {
+            if let Err(e) = write_frames(writer, rx, max, &writer_cancel).await {
+                tracing::debug!(cause = %e, "client write failed");
+            }
+            writer_cancel.cancel();
+        });
+        let peer = addr.to_owned();
+        tokio::spawn(async move {
+            let end = read_frames(reader, max, None, &cancel, |cmd| {
+                if cmd.is_response() {
+                    let waiter = pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&cmd.opaque);
+                    match waiter {
+                        Some(w) => {
+                            let _ = w.send(cmd);
+                        }
+                        None => tracing::debug!(
+                            peer,
+                            opaque = cmd.opaque,
+                            "response for no pending request"
+                        ),
+                    }
+                } else {
+                    tracing::debug!(peer, code = cmd.code, "request from server ignored");
+                }
+            })
+            .await;
+            if let ReadEnd::Malformed(e) = &end {
+                tracing::warn!(peer, cause = %e, "malformed frame from server; closing");
+            }
+            cancel.cancel();
+            // Dropping the senders fails every waiter at once.
+            pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        });
+        Ok(conn)
+    }
+
+    /// Sends a request and waits for its response.
+    ///
+    /// # Errors
+    /// [`ClientError::Timeout`] or [`ClientError::ConnectionClosed`].
+    pub async fn invoke(
+        &self,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, ClientError> {
+        let opaque = request.opaque;
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(opaque, tx);
+        if self.is_closed() || self.tx.send(request).is_err() {
+            self.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&opaque);
+            return Err(self.closed());
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(_)) => Err(self.closed()),
+            Err(_) => {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&opaque);
+                Err(ClientError::Timeout {
+                    addr: self.addr.clone(),
+                    timeout_ms: timeout.as_millis() as u64,
+                    opaque,
+                })
+            }
+        }
+    }
+
+    /// Sends a oneway request.
+    ///
+    /// # Errors
+    /// [`ClientError::ConnectionClosed`].
+    pub fn invoke_oneway(&self, mut request: RemotingCommand) -> Result<(), ClientError> {
+        request.mark_oneway();
+        if self.is_closed() || self.tx.send(request).is_err() {
+            return Err(self.closed());
+        }
+        Ok(())
+    }
+
+    /// Requests waiting for a response.
+    pub fn pending(&self) -> usize {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Reports whether the connection has closed.
+    pub fn is_closed(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        self.cancel.cancel();
+    }
+
+    fn closed(&self) -> ClientError {
+        ClientError::ConnectionClosed {
+            addr: self.addr.clone(),
+        }
+    }
+}
+
+impl Drop for ClientConnection {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Connections to many servers, made on first use and remade after they close.
+#[derive(Debug, Default)]
+pub struct RemotingClient {
+    options: ClientOptions,
+    connections: tokio::sync::Mutex<HashMap<String, Arc<ClientConnection>>>,
+}
+
+impl RemotingClient {
+    /// A client with the given settings.
+    pub fn new(options: ClientOptions) -> Self {
+        Self {
+            options,
+            connections: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// The open connection to `addr`, connecting if there is none.
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`].
+    pub async fn connection(&self, addr: &str) -> Result<Arc<ClientConnection>, ClientError> {
+        let mut conns = self.connections.lock().await;
+        if let Some(conn) = conns.get(addr) {
+            if !conn.is_closed() {
+                return Ok(Arc::clone(conn));
+            }
+        }
+        let conn = ClientConnection::connect(addr, &self.options).await?;
+        conns.insert(addr.to_owned(), Arc::clone(&conn));
+        Ok(conn)
+    }
+
+    /// Sends a request to `addr` and waits for its response.
+    ///
+    /// # Errors
+    /// [`ClientError`] when there is no response.
+    pub async fn invoke(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, ClientError> {
+        self.connection(addr).await?.invoke(request, timeout).await
+    }
+
+    /// Sends a oneway request to `addr`.
+    ///
+    /// # Errors
+    /// [`ClientError`] when it cannot be sent.
+    pub async fn invoke_oneway(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+    ) -> Result<(), ClientError> {
+        self.connection(addr).await?.invoke_oneway(request)
+    }
+
+    /// Closes every connection.
+    pub async fn close_all(&self) {
+        for (_, conn) in self.connections.lock().await.drain() {
+            conn.close();
+        }
+    }
+}

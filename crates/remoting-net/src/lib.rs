@@ -1,0 +1,24 @@
+//! Async transport for the RocketMQ remoting protocol over TCP.
+//!
+//! - [`server::serve`] accepts connections (up to a limit), runs one reader
+//!   task and one writer task per connection, and hands every request to a
+//!   [`server::Handler`]; responses go back through [`server::Connection::send`],
+//!   callable from any thread.
+//! - [`client::RemotingClient`] keeps one multiplexed connection per address
+//!   and matches responses to requests by `opaque`.
+//!
+//! # Invariants worth naming
+//! - A malformed frame closes that connection only, with a log line naming
+//!   the peer and the fault.
+//! - A writer coalesces every response that is ready into one write.
+//! - A pending client request is failed promptly when its connection closes
+//!   and removed when it times out: nothing waits forever, nothing leaks.
+#![deny(clippy::unwrap_used)]
+
+pub mod client;
+mod io;
+pub mod server;
+
+pub use client::{ClientError, ClientOptions, RemotingClient};
+pub use server::{serve, Connection, Handler, ServerOptions};
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,195 @@
+//! The remoting server: a listener with a connection limit, and per
+//! connection a reader task and a writer task.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use remoting_protocol::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::{mpsc, Semaphore},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::io::{read_frames, write_frames, ReadEnd};
+
+/// Settings of a server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Most connections open at once; further peers wait in the backlog.
+    pub max_connections: usize,
+    /// Largest frame accepted or sent, 4-byte prefix included.
+    pub max_frame_len: usize,
+    /// Close a connection that sends nothing for this long.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            idle_timeout: Some(Duration::from_secs(120)),
+        }
+    }
+}
+
+/// What a server does with requests.
+pub trait Handler: Send + Sync + 'static {
+    /// Called on the connection's reader task for each request, in arrival
+    /// order. Must not block: queue the work and answer later through
+    /// [`Connection::send`].
+    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand);
+
+    /// Called once when the connection has closed.
+    fn on_close(&self, _conn: &Arc<Connection>) {}
+}
+
+/// One accepted connection, as handlers see it.
+#[derive(Debug)]
+pub struct Connection {
+    id: u64,
+    peer: SocketAddr,
+    tx: mpsc::UnboundedSender<RemotingCommand>,
+    cancel: CancellationToken,
+}
+
+impl Connection {
+    /// A process-unique id of the connection.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The peer's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Queues a command (usually a response) for the writer task. Callable
+    /// from any thread. Returns false if the connection has closed.
+    pub fn send(&self, cmd: RemotingCommand) -> bool {
+        self.tx.send(cmd).is_ok()
+    }
+
+    /// Closes the connection after writing what is already queued.
+    pub fn close(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Reports whether the connection is closing or closed.
+    pub fn is_closed(&self) -> bool {
+        self.cancel.is_cancelled() || self.tx.is_closed()
+    }
+}
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Accepts connections on `listener` until `shutdown` fires, serving each
+/// with `handler`. Returns once the listener has stopped; connections close
+/// when `shutdown` fires, after writing what was queued for them.
+pub async fn serve<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    options: ServerOptions,
+    shutdown: CancellationToken,
+) {
+    let limit = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            permit = Arc::clone(&limit).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                backoff = Duration::from_millis(100);
+                let handler = Arc::clone(&handler);
+                let options = options.clone();
+                let cancel = shutdown.child_token();
+                tokio::spawn(async move {
+                    run_connection(stream, peer, handler, options, cancel).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::error!(cause = %e, retry_in_ms = backoff.as_millis() as u64, "failed to accept");
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(64));
+            }
+        }
+    }
+}
+
+#[tracing::instrument(skip_all, fields(peer = %peer))]
+async fn run_connection<H: Handler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handler: Arc<H>,
+    options: ServerOptions,
+    cancel: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let (reader, writer) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let conn = Arc::new(Connection {
+        id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+        peer,
+        tx,
+        cancel: cancel.clone(),
+    });
+    tracing::debug!(conn = conn.id, "connection open");
+    let writer_cancel = cancel.clone();
+    let max_frame_len = options.max_frame_len;
+    let writer =
+        tokio::spawn(async move { write_frames(writer, rx, max_frame_len, &writer_cancel).await });
+    let end = read_frames(
+        reader,
+        options.max_frame_len,
+        options.idle_timeout,
+        &cancel,
+        |cmd| {
+            if cmd.is_response() {
+                tracing::debug!(opaque = cmd.opaque, "response from a client ignored");
+            } else {
+                handler.on_request(&conn, cmd);
+            }
+        },
+    )
+    .await;
+    match &end {
+        ReadEnd::Eof | ReadEnd::Cancelled => tracing::debug!(conn = conn.id, "connection closed"),
+        ReadEnd::Idle => tracing::info!(conn = conn.id, "closing idle connection"),
+        ReadEnd::Truncated => tracing::warn!(
+            conn = conn.id,
+            "peer closed the connection in the middle of a frame"
+        ),
+        ReadEnd::Malformed(e) => {
+            tracing::warn!(conn = conn.id, cause = %e, "malformed frame; closing the connection")
+        }
+        ReadEnd::Io(e) => tracing::info!(conn = conn.id, cause = %e, "connection read failed"),
+    }
+    // Let the writer send what is queued, then stop it.
+    cancel.cancel();
+    match writer.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(conn = conn.id, cause = %e, "connection write failed"),
+        Err(e) => tracing::error!(conn = conn.id, cause = %e, "connection writer task failed"),
+    }
+    handler.on_close(&conn);
+}

@@ -1,0 +1,216 @@
+//! The transport against real sockets on loopback: pipelined requests,
+//! oneway requests, timeouts, closed connections and malformed frames.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use remoting_net::{
+    client::ClientConnection, serve, ClientError, ClientOptions, Connection, Handler,
+    RemotingClient, ServerOptions,
+};
+use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+use tokio_util::sync::CancellationToken;
+
+/// Echoes the body of HEART_BEAT requests, ignores GET_BROKER_CONFIG (so that
+/// clients time out), closes the connection on UNREGISTER_CLIENT, and counts
+/// oneway requests.
+#[derive(Default)]
+struct Echo {
+    oneway: AtomicUsize,
+    closed: AtomicUsize,
+}
+
+impl Handler for Echo {
+    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        if request.is_oneway() {
+            self.oneway.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        match request.request_code() {
+            RequestCode::GET_BROKER_CONFIG => {}
+            RequestCode::UNREGISTER_CLIENT => conn.close(),
+            _ => {
+                let response = request
+                    .response_to(ResponseCode::SUCCESS, None)
+                    .with_body(request.body.clone());
+                conn.send(response);
+            }
+        }
+    }
+
+    fn on_close(&self, _conn: &Arc<Connection>) {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn start() -> (String, Arc<Echo>, CancellationToken) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handler = Arc::new(Echo::default());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve(
+        listener,
+        Arc::clone(&handler),
+        ServerOptions {
+            max_frame_len: 1 << 20,
+            ..ServerOptions::default()
+        },
+        shutdown.clone(),
+    ));
+    (addr, handler, shutdown)
+}
+
+fn heartbeat(body: &str) -> RemotingCommand {
+    RemotingCommand::request(RequestCode::HEART_BEAT).with_body(body.as_bytes().to_vec())
+}
+
+#[tokio::test]
+async fn pipelined_requests_get_their_own_responses() {
+    let (addr, _, _shutdown) = start().await;
+    let client = Arc::new(RemotingClient::new(ClientOptions::default()));
+    let calls: Vec<_> = (0..200)
+        .map(|i| {
+            let client = Arc::clone(&client);
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                let body = format!("request {i}");
+                let response = client
+                    .invoke(&addr, heartbeat(&body), Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                assert_eq!(response.body, body.as_bytes());
+                assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+            })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap();
+    }
+    assert_eq!(client.connection(&addr).await.unwrap().pending(), 0);
+}
+
+#[tokio::test]
+async fn oneway_requests_get_no_response() {
+    let (addr, handler, _shutdown) = start().await;
+    let conn = ClientConnection::connect(&addr, &ClientOptions::default())
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        conn.invoke_oneway(heartbeat("x")).unwrap();
+    }
+    // A normal request after them proves they were read.
+    conn.invoke(heartbeat("y"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(handler.oneway.load(Ordering::SeqCst), 5);
+    assert_eq!(conn.pending(), 0);
+}
+
+#[tokio::test]
+async fn unanswered_request_times_out_and_leaves_nothing_pending() {
+    let (addr, _, _shutdown) = start().await;
+    let conn = ClientConnection::connect(&addr, &ClientOptions::default())
+        .await
+        .unwrap();
+    let err = conn
+        .invoke(
+            RemotingCommand::request(RequestCode::GET_BROKER_CONFIG),
+            Duration::from_millis(50),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::Timeout { timeout_ms: 50, .. }),
+        "{err}"
+    );
+    assert_eq!(conn.pending(), 0);
+}
+
+#[tokio::test]
+async fn closed_connection_fails_pending_requests_at_once() {
+    let (addr, handler, _shutdown) = start().await;
+    let conn = ClientConnection::connect(&addr, &ClientOptions::default())
+        .await
+        .unwrap();
+    let waiting = {
+        let conn = Arc::clone(&conn);
+        tokio::spawn(async move {
+            conn.invoke(
+                RemotingCommand::request(RequestCode::GET_BROKER_CONFIG),
+                Duration::from_secs(30),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The server closes the connection when it receives this one.
+    let _ = conn
+        .invoke(
+            RemotingCommand::request(RequestCode::UNREGISTER_CLIENT),
+            Duration::from_millis(200),
+        )
+        .await;
+    let outcome = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(outcome, Err(ClientError::ConnectionClosed { .. })),
+        "{outcome:?}"
+    );
+    assert!(handler.closed.load(Ordering::SeqCst) >= 1);
+    let again = conn.invoke(heartbeat("z"), Duration::from_secs(1)).await;
+    assert!(matches!(again, Err(ClientError::ConnectionClosed { .. })));
+}
+
+#[tokio::test]
+async fn malformed_frame_closes_only_that_connection() {
+    let (addr, _, _shutdown) = start().await;
+    let good = ClientConnection::connect(&addr, &ClientOptions::default())
+        .await
+        .unwrap();
+    for garbage in [
+        &[0x7Fu8, 0xFF, 0xFF, 0xFF][..],
+        &[0, 0, 0, 8, 9, 0, 0, 4, 1, 2, 3, 4][..],
+        &b"\0\0\0\x0c\0\0\0\x08{\"code\":"[..],
+    ] {
+        let mut bad = TcpStream::connect(&addr).await.unwrap();
+        bad.write_all(garbage).await.unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), bad.read(&mut buf))
+            .await
+            .unwrap();
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "the server closed the bad connection: {read:?}"
+        );
+    }
+    let response = good
+        .invoke(heartbeat("still here"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(response.body, &b"still here"[..]);
+}
+
+#[tokio::test]
+async fn shutdown_stops_accepting() {
+    let (addr, _, shutdown) = start().await;
+    let conn = ClientConnection::connect(&addr, &ClientOptions::default())
+        .await
+        .unwrap();
+    shutdown.cancel();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(TcpStream::connect(&addr).await.is_err(), "listener is gone");
+    let outcome = conn.invoke(heartbeat("late"), Duration::from_secs(2)).await;
+    assert!(outcome.is_err(), "connections close on shutdown");
+}
