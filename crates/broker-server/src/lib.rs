@@ -1,7 +1,304 @@
-//! The Sluice broker: the remoting TCP server, request processors and their
-//! executor pools, wiring the protocol, the store and flow control together.
+//! The Sluice broker: the remoting server, request processors with their
+//! own bounded queues and worker threads, RocketMQ's flow control (and
+//! Sluice's additions), topic and offset management, registration with the
+//! name servers, and an embedded name server.
 //!
-//! This crate is a skeleton until the broker is built; today it only exposes
-//! the protocol it will speak.
+//! [`Broker::start`] brings everything up on the configured ports (0 picks
+//! a free one) and [`Broker::shutdown`] takes it down in order: stop
+//! accepting, answer what is queued, stop the workers, unregister, persist,
+//! close the store cleanly.
+#![deny(clippy::unwrap_used)]
 
-pub use remoting_protocol as protocol;
+pub mod clients;
+pub mod config;
+pub mod core;
+pub mod offsets;
+mod persist;
+pub mod processor;
+pub mod registration;
+pub mod topics;
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use remoting_net::{serve, CancellationToken, ClientOptions, RemotingClient, ServerOptions};
+use thiserror::Error;
+use tokio::net::TcpListener;
+
+pub use crate::{config::BrokerConfig, core::BrokerCore};
+
+/// Why the broker could not start.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The configuration was refused.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// A port could not be bound.
+    #[error("cannot listen on {addr} ({key}): {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The configuration key of the port.
+        key: &'static str,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another start-up step failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
+    let what = what.into();
+    move |source| BrokerError::Io { what, source }
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct Broker {
+    core: Arc<BrokerCore>,
+    remoting_addr: SocketAddr,
+    namesrv_addr: Option<SocketAddr>,
+    shutdown: CancellationToken,
+    namesrv_shutdown: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
+    housekeeping_stop: Arc<AtomicBool>,
+}
+
+impl Broker {
+    /// Starts a broker (and, if configured, its embedded name server).
+    ///
+    /// # Errors
+    /// [`BrokerError`] naming what failed.
+    pub async fn start(mut config: BrokerConfig) -> Result<Self, BrokerError> {
+        config.validate()?;
+        config.store.store_path_root_dir = expand_home(&config.store.store_path_root_dir);
+        let b = config.broker.clone();
+
+        let namesrv_shutdown = CancellationToken::new();
+        let mut tasks = Vec::new();
+        let mut namesrv_addr = None;
+        if b.embedded_namesrv {
+            let addr = format!("0.0.0.0:{}", b.namesrv_listen_port);
+            let listener = TcpListener::bind(&addr)
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    addr: addr.clone(),
+                    key: "namesrvListenPort",
+                    source,
+                })?;
+            let local = listener
+                .local_addr()
+                .map_err(io_error("read name server address"))?;
+            namesrv_addr = Some(local);
+            if config.broker.namesrv_addr.is_none() {
+                config.broker.namesrv_addr = Some(format!("127.0.0.1:{}", local.port()));
+            }
+            let ns_config = name_server::NamesrvConfig {
+                listen_port: local.port(),
+                ..name_server::NamesrvConfig::default()
+            };
+            tasks.push(tokio::spawn(name_server::run(
+                listener,
+                ns_config,
+                namesrv_shutdown.clone(),
+            )));
+        }
+
+        let addr = format!("0.0.0.0:{}", b.listen_port);
+        let listener = TcpListener::bind(&addr)
+            .await
+            .map_err(|source| BrokerError::Bind {
+                addr: addr.clone(),
+                key: "listenPort",
+                source,
+            })?;
+        let remoting_addr = listener
+            .local_addr()
+            .map_err(io_error("read broker address"))?;
+        config.broker.listen_port = remoting_addr.port();
+        let store_host: SocketAddr = format!("{}:{}", b.broker_ip1, remoting_addr.port())
+            .parse()
+            .map_err(|_| config::ConfigError::Invalid {
+                key: "brokerIP1".into(),
+                value: b.broker_ip1.clone(),
+                allowed: "an IP address".into(),
+            })?;
+
+        let root = config.store.store_path_root_dir.clone();
+        let store_config = config.store.clone();
+        let store = tokio::task::spawn_blocking(move || store::MessageStore::open(store_config))
+            .await
+            .map_err(|e| io_error("open store")(std::io::Error::other(e.to_string())))??;
+        let config_dir = root.join("config");
+        let topics = topics::TopicManager::load(
+            &config_dir,
+            b.auto_create_topic_enable,
+            b.default_topic_queue_nums,
+        )
+        .map_err(io_error("load topics"))?;
+        let offsets =
+            offsets::OffsetManager::load(&config_dir).map_err(io_error("load consumer offsets"))?;
+
+        let core = Arc::new(BrokerCore::new(
+            config.clone(),
+            store,
+            topics,
+            offsets,
+            store_host,
+        ));
+        let threads = core
+            .start_threads()
+            .map_err(io_error("start worker threads"))?;
+        let housekeeping_stop = Arc::new(AtomicBool::new(false));
+        let mut threads = threads;
+        threads.push(spawn_housekeeping(
+            Arc::clone(&core),
+            Arc::clone(&housekeeping_stop),
+        )?);
+
+        let shutdown = CancellationToken::new();
+        let options = ServerOptions {
+            max_connections: b.max_connections,
+            idle_timeout: (b.server_channel_max_idle_time_seconds > 0)
+                .then(|| Duration::from_secs(b.server_channel_max_idle_time_seconds)),
+            ..ServerOptions::default()
+        };
+        tasks.push(tokio::spawn(serve(
+            listener,
+            Arc::clone(&core),
+            options,
+            shutdown.clone(),
+        )));
+        let client = Arc::new(RemotingClient::new(ClientOptions::default()));
+        let broker_addr = store_host.to_string();
+        registration::register_all(&core, &client, &broker_addr).await;
+        tasks.push(tokio::spawn(registration::run(
+            Arc::clone(&core),
+            client,
+            broker_addr,
+            shutdown.clone(),
+        )));
+        tracing::info!(
+            broker = %b.broker_name,
+            cluster = %b.broker_cluster_name,
+            remoting = %remoting_addr,
+            namesrv = ?namesrv_addr,
+            store = %root.display(),
+            "broker started"
+        );
+        Ok(Self {
+            core,
+            remoting_addr,
+            namesrv_addr,
+            shutdown,
+            namesrv_shutdown,
+            tasks,
+            threads,
+            housekeeping_stop,
+        })
+    }
+
+    /// Address of the remoting port.
+    pub fn remoting_addr(&self) -> SocketAddr {
+        self.remoting_addr
+    }
+
+    /// Address of the embedded name server, if it runs.
+    pub fn namesrv_addr(&self) -> Option<SocketAddr> {
+        self.namesrv_addr
+    }
+
+    /// The broker's shared state (for tests and tools).
+    pub fn core(&self) -> &Arc<BrokerCore> {
+        &self.core
+    }
+
+    /// Stops in order: accept no more requests, answer queued ones busy,
+    /// stop the workers, unregister, persist offsets, close the store.
+    pub async fn shutdown(self) {
+        tracing::info!("broker shutting down");
+        self.core.close_queues();
+        self.shutdown.cancel();
+        let core = Arc::clone(&self.core);
+        self.housekeeping_stop.store(true, Ordering::Release);
+        let threads = self.threads;
+        let joined = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+            if let Err(e) = core.offsets.persist() {
+                tracing::error!(cause = %e, "cannot persist consumer offsets");
+            }
+            core.store.shutdown();
+        });
+        let _ = joined.await;
+        self.namesrv_shutdown.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        tracing::info!("broker stopped");
+    }
+}
+
+/// Offsets to disk every `flushConsumerOffsetInterval`; silent clients
+/// forgotten after two minutes.
+fn spawn_housekeeping(
+    core: Arc<BrokerCore>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, BrokerError> {
+    std::thread::Builder::new()
+        .name("broker-housekeeping".into())
+        .spawn(move || {
+            let mut last_flush = Instant::now();
+            while !stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(100));
+                let interval =
+                    Duration::from_millis(core.config().broker.flush_consumer_offset_interval);
+                if last_flush.elapsed() >= interval {
+                    last_flush = Instant::now();
+                    if let Err(e) = core.offsets.persist() {
+                        tracing::error!(cause = %e, "cannot persist consumer offsets");
+                    }
+                    for id in core
+                        .clients
+                        .expire(Instant::now(), Duration::from_secs(120))
+                    {
+                        tracing::info!(client = %id, "client expired: no heartbeat for 120 s");
+                    }
+                }
+            }
+        })
+        .map_err(io_error("start housekeeping thread"))
+}
+
+/// Replaces a leading `~` with `$HOME`.
+fn expand_home(path: &std::path::Path) -> PathBuf {
+    match path.to_str().and_then(|p| p.strip_prefix('~')) {
+        Some(rest) => match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(rest.trim_start_matches('/')),
+            None => path.to_path_buf(),
+        },
+        None => path.to_path_buf(),
+    }
+}

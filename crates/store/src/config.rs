@@ -88,6 +88,7 @@ pub struct StoreConfig {
     /// Default 1000; 1..=10,000,000.
     pub os_page_cache_busy_time_out_mills: u64,
     /// Verify body CRCs during recovery. Default true.
+    #[serde(rename = "checkCRCOnRecover")]
     pub check_crc_on_recover: bool,
     /// Pre-touch each new CommitLog file's pages in the background so that
     /// appends do not page-fault. Default false.

@@ -1,0 +1,127 @@
+//! Consumer offsets: `topic@group` to queue id to offset, persisted to
+//! `<storePathRootDir>/config/consumerOffset.json` in RocketMQ's layout
+//! (with its unquoted integer keys).
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use dashmap::DashMap;
+use serde::Deserialize;
+
+use crate::persist;
+
+/// Committed consumer offsets.
+#[derive(Debug)]
+pub struct OffsetManager {
+    table: DashMap<String, BTreeMap<i32, i64>>,
+    path: PathBuf,
+    dirty: AtomicBool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct OffsetFile {
+    offset_table: BTreeMap<String, BTreeMap<i32, i64>>,
+}
+
+impl OffsetManager {
+    /// Loads the offsets from `config_dir` (missing is fine).
+    ///
+    /// # Errors
+    /// The file exists but cannot be read or parsed.
+    pub fn load(config_dir: &Path) -> std::io::Result<Self> {
+        let path = config_dir.join("consumerOffset.json");
+        let file: OffsetFile = match std::fs::read(&path) {
+            Ok(bytes) => remoting_protocol::body::from_json(&bytes).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => OffsetFile::default(),
+            Err(e) => return Err(e),
+        };
+        Ok(Self {
+            table: file.offset_table.into_iter().collect(),
+            path,
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    /// The committed offset of a group on a queue.
+    pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.table.get(&key(topic, group))?.get(&queue_id).copied()
+    }
+
+    /// Commits an offset.
+    pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        self.table
+            .entry(key(topic, group))
+            .or_default()
+            .insert(queue_id, offset);
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Writes the table if it changed since the last write.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn persist(&self) -> std::io::Result<()> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let result = persist::write_atomically(&self.path, self.to_json().as_bytes());
+        if result.is_err() {
+            self.dirty.store(true, Ordering::Release);
+        }
+        result
+    }
+
+    /// RocketMQ's file content: `{"offsetTable":{"T@G":{0:12,1:40}}}`.
+    fn to_json(&self) -> String {
+        let mut entries: Vec<(String, BTreeMap<i32, i64>)> = self
+            .table
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        entries.sort();
+        let tables: Vec<String> = entries
+            .iter()
+            .map(|(k, queues)| {
+                let inner: Vec<String> = queues.iter().map(|(q, o)| format!("{q}:{o}")).collect();
+                format!(
+                    "{}:{{{}}}",
+                    serde_json::Value::String(k.clone()),
+                    inner.join(",")
+                )
+            })
+            .collect();
+        format!("{{\"offsetTable\":{{{}}}}}", tables.join(","))
+    }
+}
+
+fn key(topic: &str, group: &str) -> String {
+    format!("{topic}@{group}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_persist_in_rocketmq_layout_and_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let offsets = OffsetManager::load(dir.path()).unwrap();
+        assert_eq!(offsets.query("G", "T", 0), None);
+        offsets.commit("G", "T", 0, 12);
+        offsets.commit("G", "T", 1, 40);
+        offsets.persist().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("consumerOffset.json")).unwrap();
+        assert_eq!(text, r#"{"offsetTable":{"T@G":{0:12,1:40}}}"#);
+        let again = OffsetManager::load(dir.path()).unwrap();
+        assert_eq!(again.query("G", "T", 1), Some(40));
+    }
+}

@@ -1,0 +1,291 @@
+//! Administration: `UPDATE_AND_CREATE_TOPIC`, `GET_BROKER_CONFIG`,
+//! `UPDATE_BROKER_CONFIG` (flow-control limits change at run time),
+//! `GET_BROKER_RUNTIME_INFO` and `VIEW_MESSAGE_BY_ID`.
+
+use std::{collections::BTreeMap, time::Instant};
+
+use remoting_protocol::{
+    body::{self, DataVersion, KvTable, TopicConfig},
+    header::{CreateTopicRequestHeader, GetBrokerConfigResponseHeader, TopicFilterType},
+    RemotingCommand, ResponseCode,
+};
+
+use crate::{
+    config::BrokerConfig,
+    core::{BrokerCore, Family},
+    processor::bad_header,
+    topics::validate_topic_name,
+};
+
+/// Keys that `UPDATE_BROKER_CONFIG` may change on a running broker.
+pub const RUNTIME_KEYS: &[&str] = &[
+    "brokerFastFailureEnable",
+    "waitTimeMillsInSendQueue",
+    "waitTimeMillsInPullQueue",
+    "waitTimeMillsInHeartbeatQueue",
+    "waitTimeMillsInAdminBrokerQueue",
+    "sendThreadPoolQueueCapacity",
+    "pullThreadPoolQueueCapacity",
+    "heartbeatThreadPoolQueueCapacity",
+    "adminBrokerThreadPoolQueueCapacity",
+    "consumerManagerThreadPoolQueueCapacity",
+    "earlyAdmissionEnable",
+    "busyRetryHintEnable",
+    "osPageCacheBusyTimeOutMills",
+    "faultPutLockDelayMills",
+];
+
+/// Creates or updates a topic and registers the change at once.
+pub(crate) fn create_topic(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+    let h: CreateTopicRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    if let Err(why) = validate_topic_name(&h.topic) {
+        return req.response_to(ResponseCode::INVALID_PARAMETER, Some(why));
+    }
+    if h.read_queue_nums < 1
+        || h.write_queue_nums < 1
+        || h.read_queue_nums > 1024
+        || h.write_queue_nums > 1024
+    {
+        return req.response_to(
+            ResponseCode::INVALID_PARAMETER,
+            Some(format!(
+                "queue counts must be 1..=1024 (read {}, write {})",
+                h.read_queue_nums, h.write_queue_nums
+            )),
+        );
+    }
+    let config = TopicConfig {
+        topic_name: h.topic.clone(),
+        read_queue_nums: h.read_queue_nums,
+        write_queue_nums: h.write_queue_nums,
+        perm: h.perm,
+        topic_filter_type: match h.topic_filter_type {
+            TopicFilterType::SingleTag => "SINGLE_TAG".into(),
+            TopicFilterType::MultiTag => "MULTI_TAG".into(),
+        },
+        topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
+        order: h.order,
+        ..TopicConfig::default()
+    };
+    match core.topics.put(config) {
+        Ok(changed) => {
+            if changed {
+                core.topics_changed.notify_one();
+            }
+            req.response_to(ResponseCode::SUCCESS, None)
+        }
+        Err(e) => req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!("cannot save topic config: {e}")),
+        ),
+    }
+}
+
+/// The configuration in force as `key=value` lines.
+pub(crate) fn get_config(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+    let cfg = core.config();
+    let map = match cfg.to_map() {
+        Ok(m) => m,
+        Err(e) => return req.response_to(ResponseCode::SYSTEM_ERROR, Some(e.to_string())),
+    };
+    let lines: Vec<(String, String)> = map
+        .iter()
+        .map(|(k, v)| (k.clone(), value_text(v)))
+        .collect();
+    let text = body::encode_config_text(lines.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let version = DataVersion {
+        timestamp: core.boot_timestamp,
+        ..DataVersion::default()
+    };
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_header(&GetBrokerConfigResponseHeader {
+            version: String::from_utf8_lossy(&body::to_json(&version)).into_owned(),
+        })
+        .with_body(text.into_bytes())
+}
+
+/// Applies `key=value` lines to the running broker. Only the keys in
+/// [`RUNTIME_KEYS`] may change; anything else, or a bad value, refuses the
+/// whole update and changes nothing.
+pub(crate) fn update_config(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+    let entries = match body::decode_config_text(&req.body) {
+        Ok(e) => e,
+        Err(e) => return req.response_to(ResponseCode::INVALID_PARAMETER, Some(e.to_string())),
+    };
+    let not_runtime: Vec<&str> = entries
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !RUNTIME_KEYS.contains(k))
+        .collect();
+    if !not_runtime.is_empty() {
+        return req.response_to(
+            ResponseCode::INVALID_PARAMETER,
+            Some(format!(
+                "these keys cannot change while the broker runs (set them in the config file and restart): {}; \
+                 keys that can: {}",
+                not_runtime.join(", "),
+                RUNTIME_KEYS.join(", ")
+            )),
+        );
+    }
+    let overrides: Vec<(String, String)> = entries.into_iter().collect();
+    let current = core.config();
+    let updated = match current.with_overrides(&overrides) {
+        Ok(c) => c,
+        Err(e) => return req.response_to(ResponseCode::INVALID_PARAMETER, Some(e.to_string())),
+    };
+    apply_runtime(core, &updated);
+    tracing::info!(changes = ?overrides, "configuration updated at run time");
+    *core
+        .config
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = updated;
+    req.response_to(ResponseCode::SUCCESS, None)
+}
+
+/// Pushes the run-time keys of `cfg` into the queues, the sweeper and the store.
+pub(crate) fn apply_runtime(core: &BrokerCore, cfg: &BrokerConfig) {
+    let f = &cfg.flow;
+    let ms = std::time::Duration::from_millis;
+    core.fast_failure.set_enabled(f.broker_fast_failure_enable);
+    for (family, wait, capacity) in [
+        (
+            Family::Send,
+            Some(f.wait_time_mills_in_send_queue),
+            f.send_thread_pool_queue_capacity,
+        ),
+        (
+            Family::Pull,
+            Some(f.wait_time_mills_in_pull_queue),
+            f.pull_thread_pool_queue_capacity,
+        ),
+        (
+            Family::Heartbeat,
+            Some(f.wait_time_mills_in_heartbeat_queue),
+            f.heartbeat_thread_pool_queue_capacity,
+        ),
+        (
+            Family::Admin,
+            Some(f.wait_time_mills_in_admin_broker_queue),
+            f.admin_broker_thread_pool_queue_capacity,
+        ),
+        (
+            Family::ConsumerManage,
+            None,
+            f.consumer_manager_thread_pool_queue_capacity,
+        ),
+    ] {
+        let queue = core.queue(family);
+        queue.set_capacity(capacity);
+        if let Some(wait) = wait {
+            let _ = core.fast_failure.set_max_wait(queue.name(), ms(wait));
+        }
+    }
+    core.early_admission.store(
+        f.early_admission_enable,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    core.retry_hint.store(
+        f.busy_retry_hint_enable,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    core.store
+        .set_os_page_cache_busy_timeout_ms(cfg.store.os_page_cache_busy_time_out_mills);
+    core.store
+        .set_fault_put_lock_delay_ms(cfg.store.fault_put_lock_delay_mills);
+}
+
+/// Live figures as RocketMQ's runtime-info table, plus Sluice's counters.
+pub(crate) fn runtime_info(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+    let now = Instant::now();
+    let mut table = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        table.insert(k.to_owned(), v);
+    };
+    put(
+        "brokerVersionDesc",
+        format!("Sluice {}", env!("CARGO_PKG_VERSION")),
+    );
+    put("bootTimestamp", core.boot_timestamp.to_string());
+    put(
+        "pageCacheLockTimeMills",
+        core.store.lock_time_mills().to_string(),
+    );
+    let remain = core.store.remain_transient_store_buffer_numbs();
+    put(
+        "remainTransientStoreBufferNumbs",
+        if remain == usize::MAX {
+            i32::MAX.to_string()
+        } else {
+            remain.to_string()
+        },
+    );
+    for (family, prefix) in [
+        (Family::Send, "send"),
+        (Family::Pull, "pull"),
+        (Family::Admin, "adminBroker"),
+    ] {
+        let q = core.queue(family);
+        put(&format!("{prefix}ThreadPoolQueueSize"), q.len().to_string());
+        put(
+            &format!("{prefix}ThreadPoolQueueCapacity"),
+            q.capacity().to_string(),
+        );
+        put(
+            &format!("{prefix}ThreadPoolQueueHeadWaitTimeMills"),
+            q.head_wait(now).map_or(0, |d| d.as_millis()).to_string(),
+        );
+    }
+    put(
+        "commitLogMaxOffset",
+        core.store.max_physical_offset().to_string(),
+    );
+    put(
+        "dispatchBehindBytes",
+        core.store.dispatch_behind_bytes().to_string(),
+    );
+    put(
+        "remainHowManyDataToFlush",
+        core.store
+            .max_physical_offset()
+            .saturating_sub(core.store.flushed_physical_offset())
+            .to_string(),
+    );
+    let snapshot = core.counters.snapshot();
+    put("requestsAccepted", snapshot.accepted.to_string());
+    put("requestsCompleted", snapshot.completed.to_string());
+    for (label, count) in &snapshot.rejected {
+        put(&format!("rejected_{label}"), count.to_string());
+    }
+    let body = body::to_json(&KvTable { table });
+    req.response_to(ResponseCode::SUCCESS, None).with_body(body)
+}
+
+/// The record at a physical offset.
+pub(crate) fn view_message(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+    let Some(offset) = req.ext("offset").and_then(|o| o.parse::<u64>().ok()) else {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some("required header field `offset` is missing or not a number".into()),
+        );
+    };
+    match core.store.lookup_message(offset) {
+        Some(record) => req
+            .response_to(ResponseCode::SUCCESS, None)
+            .with_body(record),
+        None => req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!("can not find message by the offset, {offset}")),
+        ),
+    }
+}
+
+fn value_text(v: &figment::value::Value) -> String {
+    match v {
+        figment::value::Value::String(_, s) => s.clone(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}

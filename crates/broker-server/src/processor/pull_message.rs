@@ -1,0 +1,135 @@
+//! `PULL_MESSAGE` and `LITE_PULL_MESSAGE`: plain reads from a queue.
+
+use bytes::BytesMut;
+use message_model::{
+    flags::{is_readable, PULL_COMMIT_OFFSET},
+    tag_hash,
+};
+use remoting_protocol::{
+    header::{PullMessageRequestHeader, PullMessageResponseHeader},
+    RemotingCommand, ResponseCode,
+};
+use store::GetStatus;
+
+use crate::{core::BrokerCore, processor::bad_header};
+
+/// Most bytes one pull returns when the request sets no limit.
+const DEFAULT_MAX_PULL_BYTES: usize = 256 * 1024;
+
+/// Reads messages and answers with them and the next offsets.
+pub(crate) fn pull(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+    let header: PullMessageRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let cfg = core.config();
+    if !is_readable(cfg.broker.broker_permission) {
+        return req.response_to(
+            ResponseCode::NO_PERMISSION,
+            Some(format!(
+                "the broker[{}] pulling message is forbidden",
+                cfg.broker.broker_ip1
+            )),
+        );
+    }
+    let Some(topic) = core.topics.get(&header.topic) else {
+        return req.response_to(
+            ResponseCode::TOPIC_NOT_EXIST,
+            Some(format!(
+                "topic[{}] not exist, apply first please!",
+                header.topic
+            )),
+        );
+    };
+    if !is_readable(topic.perm) {
+        return req.response_to(
+            ResponseCode::NO_PERMISSION,
+            Some(format!(
+                "the topic[{}] pulling message is forbidden",
+                header.topic
+            )),
+        );
+    }
+    if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+                header.queue_id, header.topic, topic.read_queue_nums
+            )),
+        );
+    }
+    if header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
+        core.offsets.commit(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+    }
+    let tags = subscribed_tags(header.subscription.as_deref());
+    let filter = |code: i64| tags.as_ref().is_none_or(|t| t.contains(&code));
+    let max_bytes = header
+        .max_msg_bytes
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|b| *b > 0)
+        .unwrap_or(DEFAULT_MAX_PULL_BYTES);
+    let got = core.store.get_messages(
+        &header.topic,
+        header.queue_id,
+        header.queue_offset,
+        usize::try_from(header.max_msg_nums).unwrap_or(1).max(1),
+        max_bytes,
+        Some(&filter),
+    );
+    let asked = header.queue_offset;
+    let (code, remark) = match got.status {
+        GetStatus::Found => (ResponseCode::SUCCESS, None),
+        GetStatus::NoMatchedMessage => (ResponseCode::PULL_RETRY_IMMEDIATELY, None),
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue if asked != 0 => (
+            ResponseCode::PULL_OFFSET_MOVED,
+            Some("the queue holds no message at this offset".to_owned()),
+        ),
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => {
+            (ResponseCode::PULL_NOT_FOUND, None)
+        }
+        GetStatus::OffsetFoundNull | GetStatus::OffsetOverflowOne => {
+            (ResponseCode::PULL_NOT_FOUND, None)
+        }
+        GetStatus::OffsetOverflowBadly | GetStatus::OffsetTooSmall => (
+            ResponseCode::PULL_OFFSET_MOVED,
+            Some(format!(
+                "offset {asked} is outside the queue [{}, {})",
+                got.min_offset, got.max_offset
+            )),
+        ),
+    };
+    let mut body = BytesMut::with_capacity(got.messages.iter().map(|m| m.len()).sum());
+    for m in &got.messages {
+        body.extend_from_slice(m);
+    }
+    req.response_to(code, remark)
+        .with_header(&PullMessageResponseHeader {
+            suggest_which_broker_id: 0,
+            next_begin_offset: got.next_begin_offset,
+            min_offset: got.min_offset,
+            max_offset: got.max_offset,
+            ..PullMessageResponseHeader::default()
+        })
+        .with_body(body.freeze())
+}
+
+/// Tag hashes of a tag expression (`TagA || TagB`); `None` for all tags.
+fn subscribed_tags(expression: Option<&str>) -> Option<Vec<i64>> {
+    let expr = expression?.trim();
+    if expr.is_empty() || expr == "*" {
+        return None;
+    }
+    Some(
+        expr.split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(tag_hash)
+            .collect(),
+    )
+}

@@ -1,0 +1,249 @@
+//! `SEND_MESSAGE`, `SEND_MESSAGE_V2` and `SEND_BATCH_MESSAGE`.
+
+use message_model::{flags::is_writeable, properties::keys, MessageId, UniqueIdGenerator};
+use remoting_protocol::{
+    body,
+    header::{SendMessageRequestHeader, SendMessageResponseHeader},
+    RemotingCommand, ResponseCode,
+};
+use store::{MessageToStore, PutError, PutStatus};
+
+use crate::{
+    core::{BrokerCore, Job},
+    processor::bad_header,
+    topics::validate_topic_name,
+};
+
+/// Appends the message(s) and answers with where they landed.
+pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
+    let req = &job.request;
+    let header = match SendMessageRequestHeader::from_command(req) {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let cfg = core.config();
+    if !is_writeable(cfg.broker.broker_permission) {
+        return req.response_to(
+            ResponseCode::NO_PERMISSION,
+            Some(format!(
+                "the broker[{}] sending message is forbidden",
+                cfg.broker.broker_ip1
+            )),
+        );
+    }
+    if let Err(why) = validate_topic_name(&header.topic) {
+        return req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(why));
+    }
+    let topic = match core.topics.get_or_create_for_send(
+        &header.topic,
+        &header.default_topic,
+        header.default_topic_queue_nums,
+        cfg.broker.auto_create_topic_enable,
+    ) {
+        Ok(Some((topic, created))) => {
+            if created {
+                core.topics_changed.notify_one();
+            }
+            topic
+        }
+        Ok(None) => {
+            return req.response_to(
+                ResponseCode::TOPIC_NOT_EXIST,
+                Some(format!(
+                    "topic[{}] not exist, apply first please!",
+                    header.topic
+                )),
+            )
+        }
+        Err(e) => {
+            return req.response_to(
+                ResponseCode::SYSTEM_ERROR,
+                Some(format!("cannot save topic config: {e}")),
+            )
+        }
+    };
+    if !is_writeable(topic.perm) {
+        return req.response_to(
+            ResponseCode::NO_PERMISSION,
+            Some(format!(
+                "the topic[{}] sending message is forbidden",
+                header.topic
+            )),
+        );
+    }
+    let queue_id = if header.queue_id < 0 {
+        (rand_index() % topic.write_queue_nums.max(1) as u64) as i32
+    } else {
+        header.queue_id
+    };
+    if queue_id >= topic.write_queue_nums.max(topic.read_queue_nums) {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!(
+                "request queueId[{queue_id}] is illegal, topic {} writeQueueNums {} readQueueNums {}",
+                header.topic, topic.write_queue_nums, topic.read_queue_nums
+            )),
+        );
+    }
+    let base = |body: bytes::Bytes, flag: i32, properties: String| MessageToStore {
+        topic: header.topic.clone(),
+        queue_id,
+        flag,
+        sys_flag: header.sys_flag,
+        born_timestamp: header.born_timestamp,
+        born_host: job.conn.peer(),
+        store_host: core.store_host,
+        reconsume_times: header.reconsume_times.unwrap_or(0),
+        prepared_transaction_offset: 0,
+        body,
+        properties,
+    };
+    let (outcome, uniq) = if header.is_batch() {
+        let entries = match body::decode_batch(&req.body) {
+            Ok(e) if !e.is_empty() => e,
+            Ok(_) => {
+                return req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some("empty batch".into()))
+            }
+            Err(e) => return req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(e.to_string())),
+        };
+        let mut uniq = Vec::with_capacity(entries.len());
+        let msgs: Vec<MessageToStore> = entries
+            .into_iter()
+            .map(|e| {
+                let (props, key) =
+                    complete_properties(&e.properties, &cfg.broker.broker_cluster_name, core);
+                uniq.push(key);
+                base(e.body, e.flag, props)
+            })
+            .collect();
+        (core.store.put_messages(&msgs), uniq.join(","))
+    } else {
+        let (props, key) = complete_properties(
+            header.properties.as_deref().unwrap_or(""),
+            &cfg.broker.broker_cluster_name,
+            core,
+        );
+        (
+            core.store
+                .put_message(&base(req.body.clone(), header.flag, props)),
+            key,
+        )
+    };
+    match outcome {
+        Ok(done) => {
+            let code = match done.status {
+                PutStatus::Ok => ResponseCode::SUCCESS,
+                PutStatus::FlushDiskTimeout => ResponseCode::FLUSH_DISK_TIMEOUT,
+            };
+            let msg_id = done
+                .append
+                .physical_offsets
+                .iter()
+                .map(|&o| MessageId::new(core.store_host, o as i64).encode())
+                .collect::<Vec<_>>()
+                .join(",");
+            req.response_to(code, None)
+                .with_header(&SendMessageResponseHeader {
+                    msg_id,
+                    queue_id,
+                    queue_offset: done.append.queue_offset,
+                    transaction_id: Some(uniq),
+                    msg_region: Some(cfg.broker.region_id.clone()),
+                    trace_on: Some(cfg.broker.trace_on.to_string()),
+                    ..SendMessageResponseHeader::default()
+                })
+        }
+        Err(e) => {
+            if matches!(e, PutError::OsPageCacheBusy { .. }) {
+                core.counters
+                    .record_rejected(&flow_control::Reason::PcSynchronized);
+            }
+            put_error_response(req, &e, cfg.store.max_message_size)
+        }
+    }
+}
+
+/// Adds the broker's cluster name and, when the producer set none, a unique
+/// key; returns the properties and the unique key.
+fn complete_properties(properties: &str, cluster: &str, core: &BrokerCore) -> (String, String) {
+    let uniq = properties
+        .split('\u{2}')
+        .find_map(|p| p.strip_prefix("UNIQ_KEY\u{1}"))
+        .map(str::to_owned);
+    let mut out = String::with_capacity(properties.len() + 64);
+    out.push_str(properties);
+    let uniq = match uniq {
+        Some(u) => u,
+        None => {
+            let key = unique_ids(core).next_key().encode();
+            push_property(&mut out, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, &key);
+            key
+        }
+    };
+    if !properties
+        .split('\u{2}')
+        .any(|p| p.starts_with("CLUSTER\u{1}"))
+    {
+        push_property(&mut out, keys::CLUSTER, cluster);
+    }
+    (out, uniq)
+}
+
+fn push_property(out: &mut String, key: &str, value: &str) {
+    out.push_str(key);
+    out.push('\u{1}');
+    out.push_str(value);
+    out.push('\u{2}');
+}
+
+fn unique_ids(core: &BrokerCore) -> &'static UniqueIdGenerator {
+    static IDS: std::sync::OnceLock<UniqueIdGenerator> = std::sync::OnceLock::new();
+    IDS.get_or_init(|| {
+        UniqueIdGenerator::new(
+            core.store_host.ip(),
+            std::process::id(),
+            rand_index() as i32,
+        )
+    })
+}
+
+/// The response for an append the store refused, with RocketMQ's codes and remarks.
+pub(crate) fn put_error_response(
+    req: &RemotingCommand,
+    e: &PutError,
+    max_body: usize,
+) -> RemotingCommand {
+    match e {
+        PutError::MessageIllegal { .. } | PutError::PropertiesSizeExceeded { .. } => req
+            .response_to(
+                ResponseCode::MESSAGE_ILLEGAL,
+                Some(format!(
+                    "the message is illegal, maybe msg body or properties length not matched. \
+                 msg body length limit {max_body}B, msg properties length limit 32KB. ({e})"
+                )),
+            ),
+        PutError::OsPageCacheBusy { .. } => req.response_to(
+            ResponseCode::SYSTEM_BUSY,
+            Some(flow_control::Reason::PcSynchronized.remark()),
+        ),
+        PutError::ServiceNotAvailable { reason } => req.response_to(
+            ResponseCode::SERVICE_NOT_AVAILABLE,
+            Some(format!("service not available now: {reason}")),
+        ),
+        PutError::CreateMappedFileFailed { reason } => req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!(
+                "create mapped file failed, server is busy or broken: {reason}"
+            )),
+        ),
+        other => req.response_to(ResponseCode::SYSTEM_ERROR, Some(other.to_string())),
+    }
+}
+
+/// A cheap, non-cryptographic random number.
+fn rand_index() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(store::commit_log::now_ms() as u64);
+    h.finish()
+}

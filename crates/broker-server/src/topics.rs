@@ -1,0 +1,236 @@
+//! Topic configurations: kept in a concurrent map, persisted to
+//! `<storePathRootDir>/config/topics.json` in RocketMQ's layout.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
+};
+
+use dashmap::DashMap;
+use message_model::flags::{AUTO_CREATE_TOPIC_KEY, PERM_INHERIT, PERM_READ, PERM_WRITE};
+use remoting_protocol::body::{self, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+
+use crate::persist;
+
+/// Longest topic name, except retry and dead-letter topics.
+pub const MAX_TOPIC_LEN: usize = 127;
+/// Longest retry or dead-letter topic name.
+pub const MAX_SYSTEM_TOPIC_LEN: usize = 255;
+
+/// Why a topic name is refused.
+pub fn validate_topic_name(topic: &str) -> Result<(), String> {
+    if topic.is_empty() {
+        return Err("the topic name is empty".into());
+    }
+    let system = topic.starts_with("%RETRY%") || topic.starts_with("%DLQ%");
+    let max = if system {
+        MAX_SYSTEM_TOPIC_LEN
+    } else {
+        MAX_TOPIC_LEN
+    };
+    if topic.len() > max {
+        return Err(format!(
+            "the topic name is {} bytes long; the limit is {max}",
+            topic.len()
+        ));
+    }
+    if let Some(c) = topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-')))
+    {
+        return Err(format!(
+            "the topic name {topic:?} contains {c:?}; allowed are letters, digits and % | _ -"
+        ));
+    }
+    Ok(())
+}
+
+/// The broker's topics.
+#[derive(Debug)]
+pub struct TopicManager {
+    topics: DashMap<String, TopicConfig>,
+    version: Mutex<DataVersion>,
+    path: PathBuf,
+}
+
+impl TopicManager {
+    /// Loads `topics.json` from `config_dir` (missing is fine) and makes sure
+    /// the auto-create template topic exists when auto-creation is on.
+    ///
+    /// # Errors
+    /// The file exists but cannot be read or parsed.
+    pub fn load(
+        config_dir: &Path,
+        auto_create: bool,
+        default_queue_nums: i32,
+    ) -> std::io::Result<Self> {
+        let path = config_dir.join("topics.json");
+        let wrapper: TopicConfigSerializeWrapper = match std::fs::read(&path) {
+            Ok(bytes) => body::from_json(&bytes).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                TopicConfigSerializeWrapper::default()
+            }
+            Err(e) => return Err(e),
+        };
+        let manager = Self {
+            topics: wrapper.topic_config_table.into_iter().collect(),
+            version: Mutex::new(wrapper.data_version),
+            path,
+        };
+        if auto_create && !manager.topics.contains_key(AUTO_CREATE_TOPIC_KEY) {
+            manager.topics.insert(
+                AUTO_CREATE_TOPIC_KEY.to_owned(),
+                TopicConfig {
+                    topic_name: AUTO_CREATE_TOPIC_KEY.to_owned(),
+                    read_queue_nums: default_queue_nums,
+                    write_queue_nums: default_queue_nums,
+                    perm: PERM_INHERIT | PERM_READ | PERM_WRITE,
+                    ..TopicConfig::default()
+                },
+            );
+        }
+        Ok(manager)
+    }
+
+    /// A topic's configuration.
+    pub fn get(&self, topic: &str) -> Option<TopicConfig> {
+        self.topics.get(topic).map(|t| t.clone())
+    }
+
+    /// Creates or replaces a topic and persists the table. Returns whether
+    /// anything changed.
+    ///
+    /// # Errors
+    /// The table cannot be written.
+    pub fn put(&self, config: TopicConfig) -> std::io::Result<bool> {
+        if self.get(&config.topic_name).as_ref() == Some(&config) {
+            return Ok(false);
+        }
+        tracing::info!(topic = %config.topic_name, read = config.read_queue_nums, write = config.write_queue_nums, perm = config.perm, "topic created or updated");
+        self.topics.insert(config.topic_name.clone(), config);
+        self.bump_and_persist()?;
+        Ok(true)
+    }
+
+    /// The topic for a send, creating it from the template topic when it is
+    /// missing and auto-creation allows it. Returns the config and whether it
+    /// was just created.
+    ///
+    /// # Errors
+    /// The table cannot be written.
+    pub fn get_or_create_for_send(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        requested_queues: i32,
+        auto_create: bool,
+    ) -> std::io::Result<Option<(TopicConfig, bool)>> {
+        if let Some(existing) = self.get(topic) {
+            return Ok(Some((existing, false)));
+        }
+        if !auto_create {
+            return Ok(None);
+        }
+        let Some(template) = self.get(default_topic) else {
+            return Ok(None);
+        };
+        if template.perm & PERM_INHERIT == 0 {
+            return Ok(None);
+        }
+        let queues = requested_queues.clamp(1, template.write_queue_nums.max(1));
+        let config = TopicConfig {
+            topic_name: topic.to_owned(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: template.perm & !PERM_INHERIT,
+            topic_sys_flag: template.topic_sys_flag,
+            ..TopicConfig::default()
+        };
+        self.put(config.clone())?;
+        Ok(Some((config, true)))
+    }
+
+    /// The table as registered with the name servers.
+    pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
+        TopicConfigSerializeWrapper {
+            topic_config_table: self
+                .topics
+                .iter()
+                .map(|e| (e.key().clone(), e.value().clone()))
+                .collect(),
+            data_version: *self.version.lock().unwrap_or_else(PoisonError::into_inner),
+            ..TopicConfigSerializeWrapper::default()
+        }
+    }
+
+    /// Number of topics.
+    pub fn len(&self) -> usize {
+        self.topics.len()
+    }
+
+    /// Reports whether there are no topics.
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
+    fn bump_and_persist(&self) -> std::io::Result<()> {
+        {
+            let mut v = self.version.lock().unwrap_or_else(PoisonError::into_inner);
+            v.counter += 1;
+            v.timestamp = store::commit_log::now_ms();
+        }
+        persist::write_atomically(&self.path, &body::to_json(&self.wrapper()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_rocketmq_rules() {
+        assert!(validate_topic_name("Topic_A-1|%x").is_ok());
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name("has space")
+            .unwrap_err()
+            .contains("' '"));
+        assert!(validate_topic_name(&"t".repeat(128)).is_err());
+        assert!(validate_topic_name(&format!("%RETRY%{}", "g".repeat(200))).is_ok());
+    }
+
+    #[test]
+    fn auto_create_copies_the_template_and_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicManager::load(dir.path(), true, 8).unwrap();
+        let (created, fresh) = topics
+            .get_or_create_for_send("New", AUTO_CREATE_TOPIC_KEY, 4, true)
+            .unwrap()
+            .unwrap();
+        assert!(fresh);
+        assert_eq!(
+            (
+                created.read_queue_nums,
+                created.write_queue_nums,
+                created.perm
+            ),
+            (4, 4, 6)
+        );
+        let capped = topics
+            .get_or_create_for_send("Big", AUTO_CREATE_TOPIC_KEY, 64, true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(capped.0.write_queue_nums, 8, "capped by the template");
+        assert!(topics
+            .get_or_create_for_send("Off", AUTO_CREATE_TOPIC_KEY, 4, false)
+            .unwrap()
+            .is_none());
+        let reloaded = TopicManager::load(dir.path(), true, 8).unwrap();
+        assert_eq!(reloaded.get("New").unwrap().write_queue_nums, 4);
+        assert!(reloaded.wrapper().data_version.counter >= 2);
+    }
+}

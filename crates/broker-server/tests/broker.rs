@@ -1,0 +1,273 @@
+//! A real broker on loopback, driven with raw remoting requests: routes from
+//! the embedded name server, send, pull, offsets, administration.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{pull_request, send_request, TestBroker};
+use remoting_protocol::{
+    body::{self, KvTable, TopicRouteData},
+    header::{
+        CreateTopicRequestHeader, GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader,
+        OffsetResponseHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+        SendMessageResponseHeader, TopicFilterType, UpdateConsumerOffsetRequestHeader,
+    },
+    message::MessageId,
+    RemotingCommand, RequestCode, ResponseCode,
+};
+
+async fn route(b: &TestBroker, topic: &str) -> RemotingCommand {
+    let req = RemotingCommand::request_with_header(
+        RequestCode::GET_ROUTEINFO_BY_TOPIC,
+        &GetRouteInfoRequestHeader {
+            topic: topic.into(),
+            accept_standard_json_only: Some(true),
+        },
+    );
+    b.client
+        .invoke(&b.namesrv, req, Duration::from_secs(5))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_to_a_new_topic_creates_it_routes_it_and_reads_it_back() {
+    let b = TestBroker::start(&[]).await;
+    let template = route(&b, "TBW102").await;
+    assert_eq!(
+        template.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        template.remark
+    );
+
+    let sent = b
+        .invoke(send_request(
+            "Orders",
+            1,
+            b"hello sluice",
+            "TAGS\u{1}A\u{2}",
+        ))
+        .await;
+    assert_eq!(
+        sent.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        sent.remark
+    );
+    let header: SendMessageResponseHeader = sent.decode_header().unwrap();
+    assert_eq!((header.queue_id, header.queue_offset), (1, 0));
+    let id = MessageId::decode(&header.msg_id).unwrap();
+    assert_eq!(id.store_host.to_string(), b.addr);
+    assert_eq!(header.msg_region.as_deref(), Some("DefaultRegion"));
+
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let routed = loop {
+        let r = route(&b, "Orders").await;
+        if r.response_code() == ResponseCode::SUCCESS || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        routed.response_code(),
+        ResponseCode::SUCCESS,
+        "new topic routable within 2 s"
+    );
+    let data: TopicRouteData = body::from_json(&routed.body).unwrap();
+    assert_eq!(data.queue_datas[0].write_queue_nums, 4);
+    assert_eq!(data.broker_datas[0].master_addr(), Some(b.addr.as_str()));
+
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let pulled = loop {
+        let p = b.invoke(pull_request("Orders", 1, 0, 32)).await;
+        if p.response_code() == ResponseCode::SUCCESS || Instant::now() > deadline {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(
+        pulled.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        pulled.remark
+    );
+    let ph: PullMessageResponseHeader = pulled.decode_header().unwrap();
+    assert_eq!((ph.next_begin_offset, ph.max_offset), (1, 1));
+    let record = store::record::check(&pulled.body, true);
+    let store::record::Record::Message(m) = record else {
+        panic!("pulled a record: {record:?}")
+    };
+    assert_eq!(m.body, b"hello sluice");
+    assert!(m.properties.contains("CLUSTER\u{1}DefaultCluster"));
+    assert!(m.properties.contains("UNIQ_KEY\u{1}"));
+
+    let none = b.invoke(pull_request("Orders", 1, 1, 32)).await;
+    assert_eq!(none.response_code(), ResponseCode::PULL_NOT_FOUND);
+    let moved = b.invoke(pull_request("Orders", 1, 50, 32)).await;
+    assert_eq!(moved.response_code(), ResponseCode::PULL_OFFSET_MOVED);
+    let missing = b.invoke(pull_request("Nope", 0, 0, 32)).await;
+    assert_eq!(missing.response_code(), ResponseCode::TOPIC_NOT_EXIST);
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_offsets_are_stored_and_queried() {
+    let b = TestBroker::start(&[]).await;
+    b.invoke(send_request("Offsets", 0, b"x", "")).await;
+    let query = || {
+        RemotingCommand::request_with_header(
+            RequestCode::QUERY_CONSUMER_OFFSET,
+            &QueryConsumerOffsetRequestHeader {
+                consumer_group: "G".into(),
+                topic: "Offsets".into(),
+                queue_id: 0,
+                set_zero_if_not_found: Some(false),
+                ..QueryConsumerOffsetRequestHeader::default()
+            },
+        )
+    };
+    assert_eq!(
+        b.invoke(query()).await.response_code(),
+        ResponseCode::QUERY_NOT_FOUND
+    );
+    let update = RemotingCommand::request_with_header(
+        RequestCode::UPDATE_CONSUMER_OFFSET,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: "G".into(),
+            topic: "Offsets".into(),
+            queue_id: 0,
+            commit_offset: 1,
+            ..UpdateConsumerOffsetRequestHeader::default()
+        },
+    );
+    assert_eq!(
+        b.invoke(update).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    let got = b.invoke(query()).await;
+    assert_eq!(
+        got.decode_header::<OffsetResponseHeader>().unwrap().offset,
+        1
+    );
+    // The queue index follows the log asynchronously (within a millisecond or so).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let max = loop {
+        let max = b
+            .invoke(RemotingCommand::request_with_header(
+                RequestCode::GET_MAX_OFFSET,
+                &GetMaxOffsetRequestHeader {
+                    topic: "Offsets".into(),
+                    queue_id: 0,
+                    ..GetMaxOffsetRequestHeader::default()
+                },
+            ))
+            .await;
+        if max.decode_header::<OffsetResponseHeader>().unwrap().offset == 1
+            || Instant::now() > deadline
+        {
+            break max;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(
+        max.decode_header::<OffsetResponseHeader>().unwrap().offset,
+        1
+    );
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_requests_create_topics_and_report_runtime_info() {
+    let b = TestBroker::start(&[("autoCreateTopicEnable", "false")]).await;
+    let refused = b.invoke(send_request("NotYet", 0, b"x", "")).await;
+    assert_eq!(refused.response_code(), ResponseCode::TOPIC_NOT_EXIST);
+    let create = |topic: &str| {
+        RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &CreateTopicRequestHeader {
+                topic: topic.into(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: 2,
+                write_queue_nums: 2,
+                perm: 6,
+                topic_filter_type: TopicFilterType::SingleTag,
+                order: false,
+                ..CreateTopicRequestHeader::default()
+            },
+        )
+    };
+    assert_eq!(
+        b.invoke(create("NotYet")).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    assert_eq!(
+        b.invoke(create("bad topic")).await.response_code(),
+        ResponseCode::INVALID_PARAMETER
+    );
+    assert_eq!(
+        b.invoke(send_request("NotYet", 1, b"x", ""))
+            .await
+            .response_code(),
+        ResponseCode::SUCCESS
+    );
+    let illegal_queue = b.invoke(send_request("NotYet", 7, b"x", "")).await;
+    assert_eq!(illegal_queue.response_code(), ResponseCode::SYSTEM_ERROR);
+
+    let info = b
+        .invoke(RemotingCommand::request(
+            RequestCode::GET_BROKER_RUNTIME_INFO,
+        ))
+        .await;
+    let table: KvTable = body::from_json(&info.body).unwrap();
+    assert_eq!(table.table["sendThreadPoolQueueCapacity"], "10000");
+    assert!(table.table.contains_key("pageCacheLockTimeMills"));
+
+    let unknown = b.invoke(RemotingCommand::request(RequestCode(4242))).await;
+    assert_eq!(
+        unknown.response_code(),
+        ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+    );
+    assert_eq!(
+        unknown.remark.as_deref(),
+        Some(" request type 4242 not supported")
+    );
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_config_changes_at_run_time_and_refuses_restart_keys() {
+    let b = TestBroker::start(&[]).await;
+    let update = |text: &str| {
+        RemotingCommand::request(RequestCode::UPDATE_BROKER_CONFIG)
+            .with_body(text.as_bytes().to_vec())
+    };
+    let ok = b
+        .invoke(update(
+            "waitTimeMillsInSendQueue=1000\nsendThreadPoolQueueCapacity=77\n",
+        ))
+        .await;
+    assert_eq!(ok.response_code(), ResponseCode::SUCCESS, "{:?}", ok.remark);
+    let config = b
+        .invoke(RemotingCommand::request(RequestCode::GET_BROKER_CONFIG))
+        .await;
+    let text = body::decode_config_text(&config.body).unwrap();
+    assert_eq!(text["waitTimeMillsInSendQueue"], "1000");
+    assert_eq!(
+        b.broker
+            .core()
+            .queue(broker_server::core::Family::Send)
+            .capacity(),
+        77
+    );
+
+    let restart = b.invoke(update("listenPort=1234")).await;
+    assert_eq!(restart.response_code(), ResponseCode::INVALID_PARAMETER);
+    assert!(restart.remark.unwrap().contains("listenPort"));
+    let bad = b.invoke(update("waitTimeMillsInSendQueue=soon")).await;
+    assert_eq!(bad.response_code(), ResponseCode::INVALID_PARAMETER);
+    assert!(bad.remark.unwrap().contains("waitTimeMillsInSendQueue"));
+    b.broker.shutdown().await;
+}

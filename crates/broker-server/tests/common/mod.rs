@@ -1,0 +1,109 @@
+//! Helpers for the broker's integration tests: a broker on free loopback
+//! ports in a temporary directory, and request builders.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use broker_server::{Broker, BrokerConfig};
+use remoting_net::{ClientOptions, RemotingClient};
+use remoting_protocol::{
+    header::{PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2},
+    RemotingCommand, RequestCode,
+};
+
+/// A running broker and what it needs to stay alive.
+pub struct TestBroker {
+    pub broker: Broker,
+    pub addr: String,
+    pub namesrv: String,
+    pub client: RemotingClient,
+    _dir: tempfile::TempDir,
+}
+
+impl TestBroker {
+    /// Starts a broker with `key=value` overrides.
+    pub async fn start(overrides: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut all: Vec<(String, String)> = vec![
+            ("listenPort".into(), "0".into()),
+            ("namesrvListenPort".into(), "0".into()),
+            ("metricsListenPort".into(), "0".into()),
+            ("storePathRootDir".into(), dir.path().display().to_string()),
+            (
+                "mappedFileSizeCommitLog".into(),
+                (4 * 1024 * 1024).to_string(),
+            ),
+            (
+                "mappedFileSizeConsumeQueue".into(),
+                (10_000 * 20).to_string(),
+            ),
+            ("maxMessageSize".into(), (1024 * 1024).to_string()),
+        ];
+        all.extend(
+            overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let config = BrokerConfig::load(None, std::iter::empty(), &all).unwrap();
+        let broker = Broker::start(config).await.unwrap();
+        Self {
+            addr: broker
+                .remoting_addr()
+                .to_string()
+                .replace("0.0.0.0", "127.0.0.1"),
+            namesrv: broker
+                .namesrv_addr()
+                .unwrap()
+                .to_string()
+                .replace("0.0.0.0", "127.0.0.1"),
+            broker,
+            client: RemotingClient::new(ClientOptions::default()),
+            _dir: dir,
+        }
+    }
+
+    pub async fn invoke(&self, request: RemotingCommand) -> RemotingCommand {
+        self.client
+            .invoke(&self.addr, request, Duration::from_secs(10))
+            .await
+            .unwrap()
+    }
+}
+
+/// A `SEND_MESSAGE_V2` request.
+pub fn send_request(topic: &str, queue_id: i32, body: &[u8], properties: &str) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "PG".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(properties.into()),
+        ..SendMessageRequestHeader::default()
+    });
+    RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header)
+        .with_body(body.to_vec())
+}
+
+/// A `PULL_MESSAGE` request.
+pub fn pull_request(topic: &str, queue_id: i32, offset: i64, max: i32) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::PULL_MESSAGE,
+        &PullMessageRequestHeader {
+            consumer_group: "CG".into(),
+            topic: topic.into(),
+            queue_id,
+            queue_offset: offset,
+            max_msg_nums: max,
+            sys_flag: 0,
+            commit_offset: 0,
+            suspend_timeout_millis: 0,
+            sub_version: 0,
+            subscription: Some("*".into()),
+            ..PullMessageRequestHeader::default()
+        },
+    )
+}

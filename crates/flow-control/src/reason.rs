@@ -1,0 +1,335 @@
+//! Why a request was refused: the reason, RocketMQ's remark text for it, a
+//! stable metric label and the suggested client back-off.
+//!
+//! The remarks are byte-for-byte RocketMQ's (spec §6.3, §6.4, §6.7), so that
+//! existing clients and operators' log searches keep working. The broker
+//! answers every reason with `SYSTEM_BUSY`; this crate knows no wire codes.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// The shortest back-off a busy answer suggests.
+pub const MIN_RETRY_AFTER: Duration = Duration::from_millis(10);
+
+/// The longest back-off a busy answer suggests.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_millis(1000);
+
+/// The back-off suggested when the page cache is busy or the transient store
+/// pool has no free buffer.
+///
+/// Page cache busy means the put lock has been held for more than
+/// `osPageCacheBusyTimeOutMills` (1000 ms by default); a store stalled that
+/// long rarely recovers within a few milliseconds, and the pool's commit
+/// service frees buffers every `commitIntervalCommitLog` (200 ms).
+pub const PAGE_CACHE_RETRY_AFTER: Duration = Duration::from_millis(300);
+
+/// The back-off suggested when a queue is full.
+///
+/// A full queue carries no measured wait; it holds at least as much work as
+/// the send queue's 200 ms limit allows, usually far more.
+pub const OVERLOAD_RETRY_AFTER: Duration = Duration::from_millis(500);
+
+/// Why a request was refused instead of being served.
+///
+/// `Display` gives the remark sent to the client, the same text as
+/// [`Reason::remark`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Error)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The processor refused the request before queueing it: the page cache
+    /// is busy or the transient store pool has no free buffer.
+    #[error("[REJECTREQUEST]system busy, start flow control for a while")]
+    RejectRequest,
+    /// The queue was full.
+    #[error("[OVERLOAD]system busy, start flow control for a while")]
+    Overload {
+        /// Tasks in the queue when the request arrived.
+        queue_len: usize,
+        /// The queue's capacity at that moment.
+        capacity: usize,
+    },
+    /// The sweeper drained the send queue because the page cache was busy.
+    #[error(
+        "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, \
+         period in queue: {}ms, size of queue: {queue_len}",
+        waited.as_millis()
+    )]
+    PcBusyCleanQueue {
+        /// How long the task had waited in the queue.
+        waited: Duration,
+        /// Tasks left in the queue right after this one was removed.
+        queue_len: usize,
+    },
+    /// The sweeper removed the task because it had waited in the queue for
+    /// at least the queue's limit.
+    #[error(
+        "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, \
+         period in queue: {}ms, size of queue: {queue_len}",
+        waited.as_millis()
+    )]
+    TimeoutCleanQueue {
+        /// How long the task had waited in the queue.
+        waited: Duration,
+        /// Tasks left in the queue right after this one was removed.
+        queue_len: usize,
+    },
+    /// The page cache was busy when the worker was about to store the
+    /// message.
+    #[error("[PC_SYNCHRONIZED]broker busy, start flow control for a while")]
+    PcSynchronized,
+    /// Sluice's early admission: the queue already holds more work than its
+    /// workers can finish within the queue's limit.
+    #[error(
+        "[EARLY_REJECT]broker busy, start flow control for a while, \
+         predicted wait: {}ms, limit: {}ms, size of queue: {queue_len}",
+        predicted_wait.as_millis(),
+        limit.as_millis()
+    )]
+    EarlyReject {
+        /// The wait the request would likely have had in the queue.
+        predicted_wait: Duration,
+        /// The queue's wait limit.
+        limit: Duration,
+        /// Tasks in the queue when the request arrived.
+        queue_len: usize,
+    },
+    /// The queue is closed because the broker is shutting down.
+    #[error("[SHUTDOWN]broker is shutting down")]
+    ShuttingDown,
+}
+
+impl Reason {
+    /// Every metric label, in a fixed order (the order of [`Reason`]'s
+    /// variants).
+    pub const LABELS: [&'static str; 7] = [
+        "reject_request",
+        "overload",
+        "pcbusy_clean_queue",
+        "timeout_clean_queue",
+        "pc_synchronized",
+        "early_reject",
+        "shutting_down",
+    ];
+
+    /// The remark RocketMQ sends with this rejection.
+    pub fn remark(&self) -> String {
+        self.to_string()
+    }
+
+    /// A stable, lowercase label for metrics, one of [`Reason::LABELS`].
+    pub fn label(&self) -> &'static str {
+        Self::LABELS[self.index()]
+    }
+
+    /// The back-off suggested to the client (Sluice's retry hint).
+    ///
+    /// | reason | suggestion |
+    /// |---|---|
+    /// | `TimeoutCleanQueue` | the measured wait |
+    /// | `PcBusyCleanQueue` | the measured wait, at least [`PAGE_CACHE_RETRY_AFTER`] |
+    /// | `EarlyReject` | the predicted wait |
+    /// | `RejectRequest`, `PcSynchronized` | [`PAGE_CACHE_RETRY_AFTER`] |
+    /// | `Overload` | [`OVERLOAD_RETRY_AFTER`] |
+    /// | `ShuttingDown` | [`MAX_RETRY_AFTER`] |
+    ///
+    /// A measured or predicted wait is how long the queue currently makes
+    /// requests wait, so retrying sooner would likely meet the same queue.
+    /// Every suggestion lies in [`MIN_RETRY_AFTER`]`..=`[`MAX_RETRY_AFTER`].
+    pub fn retry_after(&self) -> Duration {
+        let hint = match *self {
+            Reason::TimeoutCleanQueue { waited, .. } => waited,
+            Reason::PcBusyCleanQueue { waited, .. } => waited.max(PAGE_CACHE_RETRY_AFTER),
+            Reason::EarlyReject { predicted_wait, .. } => predicted_wait,
+            Reason::RejectRequest | Reason::PcSynchronized => PAGE_CACHE_RETRY_AFTER,
+            Reason::Overload { .. } => OVERLOAD_RETRY_AFTER,
+            Reason::ShuttingDown => MAX_RETRY_AFTER,
+        };
+        hint.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
+    }
+
+    /// The position of this reason's variant in [`Reason::LABELS`].
+    pub(crate) fn index(&self) -> usize {
+        match self {
+            Reason::RejectRequest => 0,
+            Reason::Overload { .. } => 1,
+            Reason::PcBusyCleanQueue { .. } => 2,
+            Reason::TimeoutCleanQueue { .. } => 3,
+            Reason::PcSynchronized => 4,
+            Reason::EarlyReject { .. } => 5,
+            Reason::ShuttingDown => 6,
+        }
+    }
+}
+
+/// A request the queue refused, handed back with the reason so that the
+/// caller can answer it.
+#[derive(Debug, Error)]
+#[error("{reason}")]
+pub struct Rejected<T> {
+    /// The refused request, unchanged.
+    pub payload: T,
+    /// Why it was refused.
+    pub reason: Reason,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn remarks_match_rocketmq_exactly() {
+        assert_eq!(
+            Reason::RejectRequest.remark(),
+            "[REJECTREQUEST]system busy, start flow control for a while"
+        );
+        assert_eq!(
+            Reason::Overload {
+                queue_len: 10000,
+                capacity: 10000
+            }
+            .remark(),
+            "[OVERLOAD]system busy, start flow control for a while"
+        );
+        assert_eq!(
+            Reason::PcBusyCleanQueue {
+                waited: Duration::from_micros(1_234_900),
+                queue_len: 7
+            }
+            .remark(),
+            "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, \
+             period in queue: 1234ms, size of queue: 7"
+        );
+        assert_eq!(
+            Reason::TimeoutCleanQueue {
+                waited: ms(205),
+                queue_len: 17
+            }
+            .remark(),
+            "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, \
+             period in queue: 205ms, size of queue: 17"
+        );
+        assert_eq!(
+            Reason::PcSynchronized.remark(),
+            "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        );
+        assert_eq!(
+            Reason::EarlyReject {
+                predicted_wait: ms(350),
+                limit: ms(200),
+                queue_len: 4200
+            }
+            .remark(),
+            "[EARLY_REJECT]broker busy, start flow control for a while, \
+             predicted wait: 350ms, limit: 200ms, size of queue: 4200"
+        );
+        assert_eq!(
+            Reason::ShuttingDown.remark(),
+            "[SHUTDOWN]broker is shutting down"
+        );
+    }
+
+    #[test]
+    fn display_is_the_remark() {
+        let r = Reason::TimeoutCleanQueue {
+            waited: ms(401),
+            queue_len: 3,
+        };
+        assert_eq!(r.to_string(), r.remark());
+        let rejected = Rejected {
+            payload: 9u32,
+            reason: r,
+        };
+        assert_eq!(rejected.to_string(), r.remark());
+    }
+
+    #[test]
+    fn labels_are_stable_and_distinct() {
+        let all = [
+            Reason::RejectRequest,
+            Reason::Overload {
+                queue_len: 0,
+                capacity: 0,
+            },
+            Reason::PcBusyCleanQueue {
+                waited: ms(0),
+                queue_len: 0,
+            },
+            Reason::TimeoutCleanQueue {
+                waited: ms(0),
+                queue_len: 0,
+            },
+            Reason::PcSynchronized,
+            Reason::EarlyReject {
+                predicted_wait: ms(0),
+                limit: ms(0),
+                queue_len: 0,
+            },
+            Reason::ShuttingDown,
+        ];
+        let labels: Vec<_> = all.iter().map(Reason::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "reject_request",
+                "overload",
+                "pcbusy_clean_queue",
+                "timeout_clean_queue",
+                "pc_synchronized",
+                "early_reject",
+                "shutting_down"
+            ]
+        );
+        assert_eq!(labels, Reason::LABELS);
+    }
+
+    #[test]
+    fn retry_hint_follows_the_measured_or_predicted_wait() {
+        let timeout = Reason::TimeoutCleanQueue {
+            waited: ms(230),
+            queue_len: 1,
+        };
+        assert_eq!(timeout.retry_after(), ms(230));
+        let early = Reason::EarlyReject {
+            predicted_wait: ms(450),
+            limit: ms(200),
+            queue_len: 9,
+        };
+        assert_eq!(early.retry_after(), ms(450));
+    }
+
+    #[test]
+    fn retry_hint_is_clamped_to_its_range() {
+        let tiny = Reason::TimeoutCleanQueue {
+            waited: Duration::from_micros(5),
+            queue_len: 1,
+        };
+        assert_eq!(tiny.retry_after(), MIN_RETRY_AFTER);
+        let huge = Reason::TimeoutCleanQueue {
+            waited: Duration::from_secs(31),
+            queue_len: 1,
+        };
+        assert_eq!(huge.retry_after(), MAX_RETRY_AFTER);
+        let pcbusy = Reason::PcBusyCleanQueue {
+            waited: ms(5),
+            queue_len: 1,
+        };
+        assert_eq!(pcbusy.retry_after(), PAGE_CACHE_RETRY_AFTER);
+    }
+
+    #[test]
+    fn page_cache_and_overload_hints_are_fixed() {
+        assert_eq!(Reason::RejectRequest.retry_after(), PAGE_CACHE_RETRY_AFTER);
+        assert_eq!(Reason::PcSynchronized.retry_after(), PAGE_CACHE_RETRY_AFTER);
+        let overload = Reason::Overload {
+            queue_len: 5,
+            capacity: 5,
+        };
+        assert_eq!(overload.retry_after(), OVERLOAD_RETRY_AFTER);
+        assert_eq!(Reason::ShuttingDown.retry_after(), MAX_RETRY_AFTER);
+    }
+}

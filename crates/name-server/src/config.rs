@@ -1,0 +1,151 @@
+//! The name server's configuration section.
+//!
+//! Keys keep RocketMQ's names where RocketMQ has one, so that an operator's
+//! `namesrv.conf` translates line by line. Every field documents its default
+//! and its valid range; [`NamesrvConfig::validate`] checks them and names the
+//! key.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// A configuration value outside its valid range.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid value {value} for `{key}`: {allowed}")]
+pub struct ConfigError {
+    /// The key, as written in a configuration file.
+    pub key: &'static str,
+    /// The offending value.
+    pub value: String,
+    /// What is allowed.
+    pub allowed: String,
+}
+
+/// Configuration of the name server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct NamesrvConfig {
+    /// TCP port to listen on. Default 9876; any port, 0 lets the operating
+    /// system choose one (for tests).
+    pub listen_port: u16,
+    /// How often brokers whose registration expired are removed, in ms.
+    /// Default 5000; 1..=3,600,000.
+    pub scan_not_active_broker_interval: u64,
+    /// How long a broker registration lasts without being renewed, in ms,
+    /// when the broker does not send its own `heartbeatTimeoutMillis`.
+    /// RocketMQ hard-codes this as `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`.
+    /// Default 120000; 1..=86,400,000.
+    pub broker_channel_expired_time: u64,
+    /// Whether a master's registration removes its queues from topics it no
+    /// longer lists. Default false, as in RocketMQ: Java brokers announce a
+    /// newly created topic with a registration that lists only that topic, so
+    /// with this on such a registration hides the broker's other topics until
+    /// its next full registration (at most 30 s by default). Turn it on only
+    /// when every broker always registers its whole topic table.
+    pub delete_topic_with_broker_registration: bool,
+}
+
+impl Default for NamesrvConfig {
+    fn default() -> Self {
+        Self {
+            listen_port: 9876,
+            scan_not_active_broker_interval: 5000,
+            broker_channel_expired_time: 120_000,
+            delete_topic_with_broker_registration: false,
+        }
+    }
+}
+
+impl NamesrvConfig {
+    /// The interval between two scans for expired brokers.
+    pub fn scan_interval(&self) -> Duration {
+        Duration::from_millis(self.scan_not_active_broker_interval)
+    }
+
+    /// How long a registration lasts when the broker names no timeout.
+    pub fn broker_expiry(&self) -> Duration {
+        Duration::from_millis(self.broker_channel_expired_time)
+    }
+
+    /// Checks every value.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first key whose value is not allowed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        range(
+            "scanNotActiveBrokerInterval",
+            self.scan_not_active_broker_interval,
+            1,
+            3_600_000,
+        )?;
+        range(
+            "brokerChannelExpiredTime",
+            self.broker_channel_expired_time,
+            1,
+            86_400_000,
+        )?;
+        Ok(())
+    }
+}
+
+fn range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if value < min || value > max {
+        return Err(ConfigError {
+            key,
+            value: value.to_string(),
+            allowed: format!("{min}..={max} (milliseconds)"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_rocketmq_defaults_and_valid() {
+        let c = NamesrvConfig::default();
+        assert_eq!(c.listen_port, 9876);
+        assert_eq!(c.scan_interval(), Duration::from_secs(5));
+        assert_eq!(c.broker_expiry(), Duration::from_secs(120));
+        assert!(!c.delete_topic_with_broker_registration);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn keys_are_camel_case_and_unknown_keys_are_refused() {
+        let c: NamesrvConfig = serde_json::from_str(
+            r#"{"listenPort":19876,"scanNotActiveBrokerInterval":1000,"brokerChannelExpiredTime":3000,"deleteTopicWithBrokerRegistration":true}"#,
+        )
+        .unwrap();
+        assert_eq!(c.listen_port, 19876);
+        assert_eq!(c.scan_not_active_broker_interval, 1000);
+        assert_eq!(c.broker_channel_expired_time, 3000);
+        assert!(c.delete_topic_with_broker_registration);
+        let partial: NamesrvConfig = serde_json::from_str(r#"{"listenPort":0}"#).unwrap();
+        assert_eq!(partial.broker_channel_expired_time, 120_000);
+        let err = serde_json::from_str::<NamesrvConfig>(r#"{"listenPrt":1}"#).unwrap_err();
+        assert!(err.to_string().contains("listenPrt"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_key_the_value_and_the_range() {
+        let c = NamesrvConfig {
+            scan_not_active_broker_interval: 0,
+            ..NamesrvConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().key, "scanNotActiveBrokerInterval");
+        let c = NamesrvConfig {
+            broker_channel_expired_time: 100_000_000,
+            ..NamesrvConfig::default()
+        };
+        let err = c.validate().unwrap_err();
+        assert_eq!(err.key, "brokerChannelExpiredTime");
+        assert_eq!(
+            err.to_string(),
+            "invalid value 100000000 for `brokerChannelExpiredTime`: 1..=86400000 (milliseconds)"
+        );
+    }
+}
