@@ -19,8 +19,8 @@ use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use store::MessageStore;
 
 use crate::{
-    clients::ClientRegistry, config::BrokerConfig, offsets::OffsetManager, processor,
-    topics::TopicManager,
+    clients::ClientRegistry, config::BrokerConfig, metrics::BrokerMetrics, offsets::OffsetManager,
+    processor, topics::TopicManager,
 };
 
 /// Ext field carrying Sluice's suggested back-off (ms) on busy responses.
@@ -111,6 +111,8 @@ pub struct BrokerCore {
     pub fast_failure: FastFailure<Job>,
     /// Requests accepted, served and refused, by reason.
     pub counters: Counters,
+    /// Prometheus metric handles.
+    pub metrics: BrokerMetrics,
     /// Early admission on the send queue.
     pub early_admission: AtomicBool,
     /// Busy responses carry [`RETRY_AFTER_MS`].
@@ -189,6 +191,7 @@ impl BrokerCore {
             queues,
             fast_failure,
             counters: Counters::new(),
+            metrics: BrokerMetrics::new(),
             topics_changed: tokio::sync::Notify::new(),
             boot_timestamp: store::commit_log::now_ms(),
             last_warn_ms: Default::default(),
@@ -213,6 +216,8 @@ impl BrokerCore {
     /// it and logs it at most once a second per reason.
     pub fn reject(&self, conn: &Connection, request: &RemotingCommand, reason: Reason) {
         self.counters.record_rejected(&reason);
+        self.metrics
+            .rejected(Family::of(request.request_code()), &reason);
         self.warn_rate_limited(&reason, conn.peer(), request.code);
         if request.is_oneway() {
             return;
@@ -283,6 +288,7 @@ impl BrokerCore {
             match queue.pop(Duration::from_millis(200)) {
                 Some(task) => {
                     let started = Instant::now();
+                    let waited = task.waited(started).as_secs_f64();
                     if let Some(response) = self.serve(&task.payload) {
                         if !task.payload.request.is_oneway() {
                             task.payload.conn.send(response);
@@ -290,6 +296,7 @@ impl BrokerCore {
                     }
                     queue.record_service_time(started.elapsed());
                     self.counters.record_completed();
+                    self.metrics.completed(family, waited);
                 }
                 None if queue.is_closed() => return,
                 None => {}
@@ -356,7 +363,10 @@ impl Handler for BrokerCore {
             queue.try_push(job, now)
         };
         match pushed {
-            Ok(()) => self.counters.record_accepted(),
+            Ok(()) => {
+                self.counters.record_accepted();
+                self.metrics.accepted(family);
+            }
             Err(rejected) => self.reject(
                 &rejected.payload.conn,
                 &rejected.payload.request,

@@ -12,6 +12,7 @@
 pub mod clients;
 pub mod config;
 pub mod core;
+pub mod metrics;
 pub mod offsets;
 mod persist;
 pub mod processor;
@@ -95,6 +96,9 @@ impl Broker {
         config.store.store_path_root_dir = expand_home(&config.store.store_path_root_dir);
         let b = config.broker.clone();
 
+        if b.metrics_listen_port != 0 {
+            metrics::install_exporter(SocketAddr::from(([0, 0, 0, 0], b.metrics_listen_port)));
+        }
         let namesrv_shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
         let mut namesrv_addr = None;
@@ -262,7 +266,7 @@ impl Broker {
 }
 
 /// Offsets to disk every `flushConsumerOffsetInterval`; silent clients
-/// forgotten after two minutes.
+/// forgotten after two minutes; metric gauges refreshed every second.
 fn spawn_housekeeping(
     core: Arc<BrokerCore>,
     stop: Arc<AtomicBool>,
@@ -271,8 +275,13 @@ fn spawn_housekeeping(
         .name("broker-housekeeping".into())
         .spawn(move || {
             let mut last_flush = Instant::now();
+            let mut last_refresh = Instant::now();
             while !stop.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(100));
+                if last_refresh.elapsed() >= Duration::from_secs(1) {
+                    last_refresh = Instant::now();
+                    core.metrics.refresh(&core);
+                }
                 let interval =
                     Duration::from_millis(core.config().broker.flush_consumer_offset_interval);
                 if last_flush.elapsed() >= interval {

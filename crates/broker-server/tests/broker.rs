@@ -271,3 +271,38 @@ async fn broker_config_changes_at_run_time_and_refuses_restart_keys() {
     assert!(bad.remark.unwrap().contains("waitTimeMillsInSendQueue"));
     b.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_close_only_their_own_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = TestBroker::start(&[]).await;
+    assert_eq!(
+        b.invoke(send_request("Good", 0, b"before", ""))
+            .await
+            .response_code(),
+        ResponseCode::SUCCESS
+    );
+    for garbage in [
+        &b"\x7f\xff\xff\xff"[..],
+        &b"\0\0\0\x0c\0\0\0\x08{\"code\":"[..],
+        &b"\0\0\0\x08\x05\0\0\x04abcd"[..],
+    ] {
+        let mut bad = tokio::net::TcpStream::connect(&b.addr).await.unwrap();
+        bad.write_all(garbage).await.unwrap();
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(5), bad.read(&mut buf))
+            .await
+            .unwrap();
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "bad connection closed: {read:?}"
+        );
+    }
+    assert_eq!(
+        b.invoke(send_request("Good", 0, b"after", ""))
+            .await
+            .response_code(),
+        ResponseCode::SUCCESS
+    );
+    b.broker.shutdown().await;
+}

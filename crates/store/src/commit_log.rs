@@ -114,15 +114,19 @@ impl std::ops::DerefMut for PutGuard<'_> {
     }
 }
 
-/// The held put lock; clears the "held since" instant before releasing.
+/// The held put lock; clears the "held since" instant before releasing and
+/// records how long it was held.
 struct Held<'a> {
     guard: PutGuard<'a>,
     since: &'a AtomicU64,
+    taken: Instant,
+    hold_time: &'a metrics::Histogram,
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         self.since.store(0, Ordering::Release);
+        self.hold_time.record(self.taken.elapsed().as_secs_f64());
     }
 }
 
@@ -158,6 +162,7 @@ pub struct CommitLog {
     wrote_end: AtomicU64,
     poisoned: Mutex<Option<String>>,
     poisoned_flag: AtomicBool,
+    hold_time: metrics::Histogram,
 }
 
 impl CommitLog {
@@ -190,6 +195,7 @@ impl CommitLog {
             disk_full: AtomicBool::new(false),
             poisoned: Mutex::new(None),
             poisoned_flag: AtomicBool::new(false),
+            hold_time: metrics::histogram!("sluice_store_put_lock_hold_seconds"),
         }
     }
 
@@ -415,11 +421,14 @@ impl CommitLog {
             }
             PutLock::Spin(m) => PutGuard::Spin(m.lock()),
         };
-        let since = self.epoch.elapsed().as_nanos() as u64 + 1;
+        let taken = Instant::now();
+        let since = taken.duration_since(self.epoch).as_nanos() as u64 + 1;
         self.lock_since_ns.store(since, Ordering::Release);
         Held {
             guard,
             since: &self.lock_since_ns,
+            taken,
+            hold_time: &self.hold_time,
         }
     }
 

@@ -104,6 +104,7 @@ struct Inner {
     reput: Signal,
     housekeeping: Signal,
     shutting_down: AtomicBool,
+    flush_time: metrics::Histogram,
 }
 
 /// The message store.
@@ -190,6 +191,7 @@ impl MessageStore {
             reput: Signal::default(),
             housekeeping: Signal::default(),
             shutting_down: AtomicBool::new(false),
+            flush_time: metrics::histogram!("sluice_store_flush_seconds"),
             config,
         });
         // Catch the queues up with the log before serving reads.
@@ -768,7 +770,12 @@ impl Inner {
             self.last_store_ts.load(Ordering::Acquire)
         };
         let before = self.commit_log.files().flushed_where();
-        match self.commit_log.files().flush(least_pages) {
+        let started = Instant::now();
+        let result = self.commit_log.files().flush(least_pages);
+        if result.as_ref().is_ok_and(|&flushed| flushed > before) {
+            self.flush_time.record(started.elapsed().as_secs_f64());
+        }
+        match result {
             Ok(flushed) => {
                 if flushed > before {
                     self.checkpoint.set_physic_msg_timestamp(ts);

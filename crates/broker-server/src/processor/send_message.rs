@@ -98,6 +98,7 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
         body,
         properties,
     };
+    let started = std::time::Instant::now();
     let (outcome, uniq) = if header.is_batch() {
         let entries = match body::decode_batch(&req.body) {
             Ok(e) if !e.is_empty() => e,
@@ -129,8 +130,17 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
             key,
         )
     };
+    core.metrics
+        .append_time
+        .record(started.elapsed().as_secs_f64());
     match outcome {
         Ok(done) => {
+            core.metrics
+                .messages_stored
+                .increment(done.append.msg_count as u64);
+            core.metrics
+                .bytes_stored
+                .increment(done.append.wrote_bytes as u64);
             let code = match done.status {
                 PutStatus::Ok => ResponseCode::SUCCESS,
                 PutStatus::FlushDiskTimeout => ResponseCode::FLUSH_DISK_TIMEOUT,

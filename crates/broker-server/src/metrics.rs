@@ -1,0 +1,158 @@
+//! Prometheus metrics: requests and rejections by processor family and
+//! reason, queue lengths and waits, store append and flush latency, put-lock
+//! hold time, bytes and messages stored.
+//!
+//! Handles are registered once; recording is an atomic update, so the hot
+//! path takes no lock. Gauges of queue lengths and store state are refreshed
+//! every second by the housekeeping thread.
+
+use std::net::SocketAddr;
+
+use flow_control::Reason;
+use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+use crate::core::Family;
+
+/// Histogram buckets in seconds, from 10 µs to 10 s.
+const BUCKETS: &[f64] = &[
+    0.000_01, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+/// Starts the `/metrics` endpoint on `addr` and makes it the process's
+/// metrics recorder. Returns false (and logs why) when it could not: another
+/// recorder is installed already, or the port cannot be bound.
+pub fn install_exporter(addr: SocketAddr) -> bool {
+    let builder = match PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .set_buckets(BUCKETS)
+    {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(cause = %e, "invalid metrics buckets");
+            return false;
+        }
+    };
+    let (recorder, exporter) = match builder.build() {
+        Ok(parts) => parts,
+        Err(e) => {
+            tracing::error!(%addr, cause = %e, "cannot start the metrics endpoint (metricsListenPort)");
+            return false;
+        }
+    };
+    if metrics::set_global_recorder(recorder).is_err() {
+        tracing::warn!(%addr, "a metrics recorder is already installed in this process; not serving another");
+        return false;
+    }
+    tokio::spawn(async move {
+        if exporter.await.is_err() {
+            tracing::error!("metrics endpoint stopped");
+        }
+    });
+    tracing::info!(%addr, "metrics endpoint listening on /metrics");
+    true
+}
+
+/// The broker's metric handles.
+#[derive(Debug)]
+pub struct BrokerMetrics {
+    accepted: Vec<Counter>,
+    completed: Vec<Counter>,
+    rejected: Vec<Vec<Counter>>,
+    queue_wait: Vec<Histogram>,
+    queue_len: Vec<Gauge>,
+    queue_capacity: Vec<Gauge>,
+    /// Time the store took to append a send's messages (flush wait included).
+    pub append_time: Histogram,
+    /// Messages stored.
+    pub messages_stored: Counter,
+    /// Bytes stored (whole records).
+    pub bytes_stored: Counter,
+    lock_held: Gauge,
+    dispatch_behind: Gauge,
+    unflushed: Gauge,
+}
+
+impl BrokerMetrics {
+    /// Registers every handle with the installed recorder (no-op handles when none is).
+    pub fn new() -> Self {
+        let per_family = |f: &dyn Fn(&'static str) -> Counter| {
+            Family::ALL.iter().map(|fam| f(fam.name())).collect()
+        };
+        Self {
+            accepted: per_family(&|q| counter!("sluice_requests_total", "family" => q, "outcome" => "accepted")),
+            completed: per_family(&|q| counter!("sluice_requests_total", "family" => q, "outcome" => "completed")),
+            rejected: Family::ALL
+                .iter()
+                .map(|fam| {
+                    Reason::LABELS
+                        .iter()
+                        .map(|r| counter!("sluice_rejections_total", "family" => fam.name(), "reason" => *r))
+                        .collect()
+                })
+                .collect(),
+            queue_wait: Family::ALL
+                .iter()
+                .map(|f| histogram!("sluice_queue_wait_seconds", "queue" => f.name()))
+                .collect(),
+            queue_len: Family::ALL.iter().map(|f| gauge!("sluice_queue_length", "queue" => f.name())).collect(),
+            queue_capacity: Family::ALL
+                .iter()
+                .map(|f| gauge!("sluice_queue_capacity", "queue" => f.name()))
+                .collect(),
+            append_time: histogram!("sluice_store_append_seconds"),
+            messages_stored: counter!("sluice_store_messages_total"),
+            bytes_stored: counter!("sluice_store_bytes_total"),
+            lock_held: gauge!("sluice_store_put_lock_held_seconds"),
+            dispatch_behind: gauge!("sluice_store_dispatch_behind_bytes"),
+            unflushed: gauge!("sluice_store_unflushed_bytes"),
+        }
+    }
+
+    /// Counts an admitted request.
+    pub fn accepted(&self, family: Family) {
+        self.accepted[index(family)].increment(1);
+    }
+
+    /// Counts a served request and how long it waited in its queue.
+    pub fn completed(&self, family: Family, waited_seconds: f64) {
+        self.completed[index(family)].increment(1);
+        self.queue_wait[index(family)].record(waited_seconds);
+    }
+
+    /// Counts a refused request.
+    pub fn rejected(&self, family: Family, reason: &Reason) {
+        if let Some(pos) = Reason::LABELS.iter().position(|l| *l == reason.label()) {
+            self.rejected[index(family)][pos].increment(1);
+        }
+    }
+
+    /// Refreshes the gauges.
+    pub fn refresh(&self, core: &crate::core::BrokerCore) {
+        for family in Family::ALL {
+            let q = core.queue(family);
+            self.queue_len[index(family)].set(q.len() as f64);
+            self.queue_capacity[index(family)].set(q.capacity() as f64);
+        }
+        self.lock_held
+            .set(core.store.lock_time_mills() as f64 / 1000.0);
+        self.dispatch_behind
+            .set(core.store.dispatch_behind_bytes() as f64);
+        self.unflushed.set(
+            core.store
+                .max_physical_offset()
+                .saturating_sub(core.store.flushed_physical_offset()) as f64,
+        );
+    }
+}
+
+impl Default for BrokerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn index(family: Family) -> usize {
+    Family::ALL.iter().position(|f| *f == family).unwrap_or(0)
+}

@@ -1,0 +1,78 @@
+//! The `/metrics` endpoint in Prometheus text format. Its own test binary:
+//! the metrics recorder is installed once per process.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{send_request, TestBroker};
+use remoting_protocol::ResponseCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn scrape(port: u16) -> String {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let port_text = port.to_string();
+    let b = TestBroker::start(&[
+        ("metricsListenPort", port_text.as_str()),
+        ("sendMessageThreadPoolNums", "1"),
+        ("sendThreadPoolQueueCapacity", "1"),
+        ("faultPutLockDelayMills", "50"),
+        ("earlyAdmissionEnable", "false"),
+        ("waitTimeMillsInSendQueue", "60000"),
+    ])
+    .await;
+    let b = std::sync::Arc::new(b);
+    let sends: Vec<_> = (0..6)
+        .map(|i| {
+            let b = std::sync::Arc::clone(&b);
+            tokio::spawn(async move {
+                b.invoke(send_request("M", 0, format!("{i}").as_bytes(), ""))
+                    .await
+                    .response_code()
+            })
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for s in sends {
+        codes.push(s.await.unwrap());
+    }
+    assert!(
+        codes.contains(&ResponseCode::SUCCESS) && codes.contains(&ResponseCode::SYSTEM_BUSY),
+        "{codes:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let text = scrape(port).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    for needle in [
+        "sluice_requests_total{family=\"send\",outcome=\"accepted\"}",
+        "sluice_rejections_total{family=\"send\",reason=\"overload\"}",
+        "sluice_store_messages_total",
+        "sluice_store_bytes_total",
+        "sluice_store_put_lock_hold_seconds_bucket",
+        "sluice_store_append_seconds_bucket",
+        "sluice_queue_wait_seconds_bucket{queue=\"send\"",
+        "sluice_queue_capacity{queue=\"send\"} 1",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in:\n{text}");
+    }
+}
