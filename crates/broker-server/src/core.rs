@@ -94,7 +94,7 @@ impl Family {
 #[derive(Debug)]
 pub struct BrokerCore {
     /// The configuration in force (some keys change at run time).
-    pub config: RwLock<BrokerConfig>,
+    pub config: RwLock<Arc<BrokerConfig>>,
     /// The message store.
     pub store: MessageStore,
     /// Topics.
@@ -182,7 +182,7 @@ impl BrokerCore {
         Self {
             early_admission: AtomicBool::new(f.early_admission_enable),
             retry_hint: AtomicBool::new(f.busy_retry_hint_enable),
-            config: RwLock::new(config),
+            config: RwLock::new(Arc::new(config)),
             store,
             topics,
             offsets,
@@ -204,12 +204,14 @@ impl BrokerCore {
         &self.queues[index]
     }
 
-    /// A copy of the configuration in force.
-    pub fn config(&self) -> BrokerConfig {
-        self.config
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+    /// The configuration in force (a shared snapshot; cheap to take).
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        Arc::clone(
+            &self
+                .config
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Answers a refused request busy (nothing for a oneway request), counts
@@ -288,7 +290,12 @@ impl BrokerCore {
             match queue.pop(Duration::from_millis(200)) {
                 Some(task) => {
                     let started = Instant::now();
-                    let waited = task.waited(started).as_secs_f64();
+                    let waited = task.waited(started);
+                    if let Some(reason) = self.expired_at_pickup(&queue, waited) {
+                        self.reject(&task.payload.conn, &task.payload.request, reason);
+                        continue;
+                    }
+                    let waited = waited.as_secs_f64();
                     if let Some(response) = self.serve(&task.payload) {
                         if !task.payload.request.is_oneway() {
                             task.payload.conn.send(response);
@@ -302,6 +309,20 @@ impl BrokerCore {
                 None => {}
             }
         }
+    }
+
+    /// A task that waited past its queue's limit before a worker took it is
+    /// answered like the sweeper would have answered it, never served: the
+    /// sweeper looks every 10 ms, a worker may get there first.
+    fn expired_at_pickup(&self, queue: &RequestQueue<Job>, waited: Duration) -> Option<Reason> {
+        if !self.fast_failure.is_enabled() {
+            return None;
+        }
+        let limit = self.fast_failure.max_wait(queue.name())?;
+        (waited >= limit).then(|| Reason::TimeoutCleanQueue {
+            waited,
+            queue_len: queue.len(),
+        })
     }
 
     fn run_sweeper(&self) {

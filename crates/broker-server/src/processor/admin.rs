@@ -142,7 +142,7 @@ pub(crate) fn update_config(core: &BrokerCore, req: &RemotingCommand) -> Remotin
     *core
         .config
         .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = updated;
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(updated);
     req.response_to(ResponseCode::SUCCESS, None)
 }
 
