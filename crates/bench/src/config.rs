@@ -1,0 +1,143 @@
+//! What a run does: the broker and topic to send to, how long, over how many
+//! connections, and in which [`Mode`].
+
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+
+/// Largest body accepted: RocketMQ's default `maxMessageSize` (4 MiB).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Settings shared by both modes.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Broker address (`host:port`) the requests go to directly.
+    pub broker: String,
+    /// Topic to send to.
+    pub topic: String,
+    /// Queues the requests rotate over (ids `0..queues`). At least 1.
+    pub queues: u32,
+    /// Body size of each message. At most [`MAX_BODY_BYTES`].
+    pub body_bytes: usize,
+    /// Time sent before recording starts; its requests are not counted.
+    pub warmup: Duration,
+    /// Time recorded after the warm-up. Must not be zero.
+    pub duration: Duration,
+    /// TCP connections the requests are spread over, round-robin. At least 1.
+    pub connections: u32,
+    /// How long each request waits for its response. Must not be zero.
+    pub timeout: Duration,
+    /// Print a progress line to stderr every second.
+    pub progress: bool,
+}
+
+/// How requests are paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// `in_flight` senders, each sending its next request when the previous
+    /// response arrives. Latency runs from the actual send.
+    Closed {
+        /// Concurrent senders. At least 1.
+        in_flight: u32,
+    },
+    /// Requests at fixed intervals whatever the responses do. Latency runs
+    /// from the intended send time, so a stalled broker cannot hide its
+    /// stalls by slowing the sender (no coordinated omission).
+    Open {
+        /// Requests per second. Finite and above zero.
+        rate_per_sec: f64,
+        /// Most requests awaiting a response; a request due while this many
+        /// are outstanding is skipped and counted as `client_backlog`.
+        max_outstanding: u64,
+    },
+}
+
+impl Config {
+    /// Defaults for `broker`: topic `BenchTopic`, 8 queues, 1 KiB bodies,
+    /// 1 s warm-up, 10 s recorded, 1 connection, 3 s timeout, progress on.
+    pub fn new(broker: impl Into<String>) -> Self {
+        Self {
+            broker: broker.into(),
+            topic: "BenchTopic".into(),
+            queues: 8,
+            body_bytes: 1024,
+            warmup: Duration::from_secs(1),
+            duration: Duration::from_secs(10),
+            connections: 1,
+            timeout: Duration::from_secs(3),
+            progress: true,
+        }
+    }
+
+    /// Checks the ranges documented on each field.
+    ///
+    /// # Errors
+    /// A message naming the first setting out of range.
+    pub fn validate(&self) -> Result<()> {
+        ensure!(!self.broker.is_empty(), "broker address must not be empty");
+        ensure!(!self.topic.is_empty(), "topic must not be empty");
+        ensure!(self.queues >= 1, "queues must be at least 1");
+        ensure!(
+            self.body_bytes <= MAX_BODY_BYTES,
+            "size must be at most {MAX_BODY_BYTES} bytes, got {}",
+            self.body_bytes
+        );
+        ensure!(!self.duration.is_zero(), "duration must be above zero");
+        ensure!(self.connections >= 1, "connections must be at least 1");
+        ensure!(!self.timeout.is_zero(), "timeout must be above zero");
+        Ok(())
+    }
+}
+
+impl Mode {
+    /// Checks the ranges documented on each variant's fields.
+    ///
+    /// # Errors
+    /// A message naming the setting out of range.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            Mode::Closed { in_flight } => ensure!(in_flight >= 1, "in-flight must be at least 1"),
+            Mode::Open {
+                rate_per_sec,
+                max_outstanding,
+            } => {
+                ensure!(
+                    rate_per_sec.is_finite() && rate_per_sec > 0.0,
+                    "rate must be a number above zero, got {rate_per_sec}"
+                );
+                ensure!(max_outstanding >= 1, "max-outstanding must be at least 1");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert!(Config::new("127.0.0.1:10911").validate().is_ok());
+        assert!(Mode::Closed { in_flight: 1 }.validate().is_ok());
+    }
+
+    #[test]
+    fn out_of_range_settings_are_refused_by_name() {
+        let mut config = Config::new("127.0.0.1:10911");
+        config.queues = 0;
+        let err = config.validate().err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("queues must be at least 1"));
+        let open = Mode::Open {
+            rate_per_sec: 0.0,
+            max_outstanding: 10,
+        };
+        assert!(open.validate().is_err());
+        let nan = Mode::Open {
+            rate_per_sec: f64::NAN,
+            max_outstanding: 10,
+        };
+        assert!(nan.validate().is_err());
+        assert!(Mode::Closed { in_flight: 0 }.validate().is_err());
+    }
+}

@@ -1,0 +1,572 @@
+//! Recording and reporting: HDR histograms and outcome counters while a run
+//! goes, then a [`Report`] printed as a table or as one JSON object.
+//!
+//! Latencies are kept in microseconds up to [`MAX_LATENCY_US`] and printed in
+//! milliseconds with three decimals; periods in queue are kept in the
+//! milliseconds the broker reports.
+
+use std::{collections::BTreeMap, fmt, time::Duration};
+
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use remoting_protocol::ResponseCode;
+use serde::Serialize;
+
+use crate::{
+    config::{Config, Mode},
+    outcome::Outcome,
+};
+
+/// Largest latency recorded (60 s in µs); longer ones count as this.
+pub const MAX_LATENCY_US: u64 = 60_000_000;
+
+/// Largest period in queue or retry hint recorded (1 h in ms).
+pub const MAX_PERIOD_MS: u64 = 3_600_000;
+
+/// Significant decimal digits the histograms keep.
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// Histograms and counters of the recorded part of a run.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    latency_us: Histogram<u64>,
+    busy_latency_us: Histogram<u64>,
+    period_in_queue_ms: Histogram<u64>,
+    retry_after_ms: Histogram<u64>,
+    sent: u64,
+    ok: u64,
+    failed: Failures,
+}
+
+/// Failed requests by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Failures {
+    /// `FLUSH_DISK_TIMEOUT` responses.
+    pub flush_disk_timeout: u64,
+    /// `SYSTEM_BUSY` responses by remark tag (`TIMEOUT_CLEAN_QUEUE`, ...).
+    pub busy: BTreeMap<String, u64>,
+    /// Other response codes, by number.
+    pub other_code: BTreeMap<i32, u64>,
+    /// Requests without a response within the timeout.
+    pub timeout: u64,
+    /// Requests whose connection failed or closed.
+    pub connection_error: u64,
+    /// Open-loop requests skipped, unsent, because too many were outstanding.
+    pub client_backlog: u64,
+}
+
+/// The result of a run, in the form printed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Broker address.
+    pub broker: String,
+    /// Topic.
+    pub topic: String,
+    /// `closed` or `open`.
+    pub mode: &'static str,
+    /// Concurrent senders (closed loop).
+    pub in_flight: Option<u32>,
+    /// Offered requests per second (open loop).
+    pub rate_per_sec: Option<f64>,
+    /// Cap on outstanding requests (open loop).
+    pub max_outstanding: Option<u64>,
+    /// TCP connections.
+    pub connections: u32,
+    /// Body size of each message.
+    pub body_bytes: usize,
+    /// Unrecorded warm-up, seconds.
+    pub warmup_s: f64,
+    /// Recorded time, seconds.
+    pub duration_s: f64,
+    /// Requests sent in the recorded time.
+    pub sent: u64,
+    /// `SUCCESS` responses.
+    pub ok: u64,
+    /// Failures of every kind, `client_backlog` skips included.
+    pub failed_total: u64,
+    /// Failures by kind.
+    pub failed: Failures,
+    /// `ok` per recorded second.
+    pub ok_per_sec: f64,
+    /// Body bytes of `ok` messages per recorded second, in MB (10^6 bytes).
+    pub mb_per_sec: f64,
+    /// Latency of `SUCCESS` responses.
+    pub latency_ms: Option<LatencyMs>,
+    /// Latency of `SYSTEM_BUSY` responses: how long it took to hear "busy".
+    pub time_to_busy_ms: Option<LatencyMs>,
+    /// The `period in queue` busy remarks reported.
+    pub period_in_queue_ms: Option<PeriodMs>,
+    /// The `retryAfterMs` back-off busy responses suggested.
+    pub retry_after_ms: Option<PeriodMs>,
+}
+
+/// Latency percentiles in milliseconds (microsecond resolution).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LatencyMs {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+/// Percentiles of a quantity recorded in whole milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PeriodMs {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest value.
+    pub max: u64,
+}
+
+impl Recorder {
+    /// An empty recorder.
+    ///
+    /// # Errors
+    /// Only if the histogram library refuses the fixed bounds.
+    pub fn new() -> Result<Self> {
+        Ok(Self {
+            latency_us: histogram(MAX_LATENCY_US)?,
+            busy_latency_us: histogram(MAX_LATENCY_US)?,
+            period_in_queue_ms: histogram(MAX_PERIOD_MS)?,
+            retry_after_ms: histogram(MAX_PERIOD_MS)?,
+            sent: 0,
+            ok: 0,
+            failed: Failures::default(),
+        })
+    }
+
+    /// Records a request that was sent and what became of it.
+    pub fn record(&mut self, outcome: &Outcome, latency: Duration) {
+        self.sent += 1;
+        let latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        match outcome {
+            Outcome::Ok => {
+                self.ok += 1;
+                self.latency_us.saturating_record(latency_us);
+            }
+            Outcome::FlushDiskTimeout => self.failed.flush_disk_timeout += 1,
+            Outcome::Busy(busy) => {
+                *self.failed.busy.entry(busy.tag.clone()).or_default() += 1;
+                self.busy_latency_us.saturating_record(latency_us);
+                if let Some(ms) = busy.period_in_queue_ms {
+                    self.period_in_queue_ms.saturating_record(ms);
+                }
+                if let Some(ms) = busy.retry_after_ms {
+                    self.retry_after_ms.saturating_record(ms);
+                }
+            }
+            Outcome::OtherCode(code) => *self.failed.other_code.entry(*code).or_default() += 1,
+            Outcome::Timeout => self.failed.timeout += 1,
+            Outcome::ConnectionError => self.failed.connection_error += 1,
+        }
+    }
+
+    /// Records an open-loop request skipped because too many were outstanding.
+    pub fn record_backlog(&mut self) {
+        self.failed.client_backlog += 1;
+    }
+
+    /// `SUCCESS` responses so far.
+    pub fn ok(&self) -> u64 {
+        self.ok
+    }
+
+    /// Failures of every kind so far.
+    pub fn failed(&self) -> u64 {
+        self.failed.total()
+    }
+
+    /// The 99th percentile of `SUCCESS` latency so far, if any.
+    pub fn p99_ok_us(&self) -> Option<u64> {
+        (!self.latency_us.is_empty()).then(|| self.latency_us.value_at_quantile(0.99))
+    }
+
+    /// The report of a run with these settings.
+    pub fn report(&self, config: &Config, mode: Mode) -> Report {
+        let (mode_name, in_flight, rate_per_sec, max_outstanding) = match mode {
+            Mode::Closed { in_flight } => ("closed", Some(in_flight), None, None),
+            Mode::Open {
+                rate_per_sec,
+                max_outstanding,
+            } => ("open", None, Some(rate_per_sec), Some(max_outstanding)),
+        };
+        let duration_s = config.duration.as_secs_f64();
+        let per_sec = |n: f64| {
+            if duration_s > 0.0 {
+                n / duration_s
+            } else {
+                0.0
+            }
+        };
+        Report {
+            broker: config.broker.clone(),
+            topic: config.topic.clone(),
+            mode: mode_name,
+            in_flight,
+            rate_per_sec,
+            max_outstanding,
+            connections: config.connections,
+            body_bytes: config.body_bytes,
+            warmup_s: config.warmup.as_secs_f64(),
+            duration_s,
+            sent: self.sent,
+            ok: self.ok,
+            failed_total: self.failed.total(),
+            failed: self.failed.clone(),
+            ok_per_sec: per_sec(self.ok as f64),
+            mb_per_sec: per_sec(self.ok as f64 * config.body_bytes as f64) / 1e6,
+            latency_ms: LatencyMs::of(&self.latency_us),
+            time_to_busy_ms: LatencyMs::of(&self.busy_latency_us),
+            period_in_queue_ms: PeriodMs::of(&self.period_in_queue_ms),
+            retry_after_ms: PeriodMs::of(&self.retry_after_ms),
+        }
+    }
+}
+
+impl Failures {
+    /// Failures of every kind.
+    pub fn total(&self) -> u64 {
+        self.flush_disk_timeout
+            + self.busy.values().sum::<u64>()
+            + self.other_code.values().sum::<u64>()
+            + self.timeout
+            + self.connection_error
+            + self.client_backlog
+    }
+
+    /// Each non-zero kind with its printed name, in a fixed order.
+    pub fn rows(&self) -> Vec<(String, u64)> {
+        let mut rows = Vec::new();
+        if self.flush_disk_timeout > 0 {
+            rows.push(("flush_disk_timeout".to_owned(), self.flush_disk_timeout));
+        }
+        for (tag, n) in &self.busy {
+            rows.push((format!("busy {tag}"), *n));
+        }
+        for (code, n) in &self.other_code {
+            let name = match ResponseCode(*code).name() {
+                Some(name) => format!("code {code} ({name})"),
+                None => format!("code {code}"),
+            };
+            rows.push((name, *n));
+        }
+        for (name, n) in [
+            ("timeout", self.timeout),
+            ("connection_error", self.connection_error),
+            ("client_backlog", self.client_backlog),
+        ] {
+            if n > 0 {
+                rows.push((name.to_owned(), n));
+            }
+        }
+        rows
+    }
+}
+
+impl Report {
+    /// The report as one line of JSON.
+    ///
+    /// # Errors
+    /// Only if serialization fails, which plain numbers and strings do not.
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self).context("serialize the report as json")
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mode = match (self.in_flight, self.rate_per_sec, self.max_outstanding) {
+            (Some(n), _, _) => format!("closed loop, {n} in flight"),
+            (None, Some(rate), Some(cap)) => {
+                format!("open loop, {rate}/s offered, at most {cap} outstanding")
+            }
+            _ => self.mode.to_owned(),
+        };
+        writeln!(f, "broker        {} topic {}", self.broker, self.topic)?;
+        writeln!(f, "mode          {mode}")?;
+        writeln!(
+            f,
+            "load          {} connection(s), {}-byte bodies, {:.3} s recorded after {:.3} s warm-up",
+            self.connections, self.body_bytes, self.duration_s, self.warmup_s
+        )?;
+        writeln!(f)?;
+        writeln!(f, "{:<32}{:>12}", "sent", self.sent)?;
+        writeln!(f, "{:<32}{:>12}", "ok", self.ok)?;
+        writeln!(f, "{:<32}{:>12}", "failed", self.failed_total)?;
+        for (name, n) in self.failed.rows() {
+            writeln!(f, "  {name:<30}{n:>12}")?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "throughput    {:.1} msgs/s  {:.3} MB/s",
+            self.ok_per_sec, self.mb_per_sec
+        )?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<18}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+            "(ms)", "count", "p50", "p90", "p99", "p99.9", "max"
+        )?;
+        latency_row(f, "latency ok", self.latency_ms.as_ref())?;
+        if let Some(busy) = &self.time_to_busy_ms {
+            latency_row(f, "time to busy", Some(busy))?;
+        }
+        if let Some(period) = &self.period_in_queue_ms {
+            period_row(f, "period in queue", period)?;
+        }
+        if let Some(retry) = &self.retry_after_ms {
+            period_row(f, "retry after", retry)?;
+        }
+        Ok(())
+    }
+}
+
+impl LatencyMs {
+    /// Percentiles of a histogram of microseconds, or `None` when empty.
+    pub fn of(us: &Histogram<u64>) -> Option<Self> {
+        if us.is_empty() {
+            return None;
+        }
+        let ms = |q: f64| micros_to_ms(us.value_at_quantile(q));
+        Some(Self {
+            count: us.len(),
+            p50: ms(0.50),
+            p90: ms(0.90),
+            p99: ms(0.99),
+            p999: ms(0.999),
+            max: micros_to_ms(us.max()),
+        })
+    }
+}
+
+impl PeriodMs {
+    /// Percentiles of a histogram of milliseconds, or `None` when empty.
+    pub fn of(ms: &Histogram<u64>) -> Option<Self> {
+        if ms.is_empty() {
+            return None;
+        }
+        Some(Self {
+            count: ms.len(),
+            p50: ms.value_at_quantile(0.50),
+            p90: ms.value_at_quantile(0.90),
+            p99: ms.value_at_quantile(0.99),
+            max: ms.max(),
+        })
+    }
+}
+
+/// Milliseconds with three decimals, from microseconds, exactly.
+pub fn format_ms(us: u64) -> String {
+    format!("{}.{:03}", us / 1000, us % 1000)
+}
+
+/// One progress line: time since the start, `SUCCESS` responses in the last
+/// second, failures so far and the 99th percentile so far.
+pub fn progress_line(
+    elapsed: Duration,
+    warming_up: bool,
+    ok_last_sec: u64,
+    failed: u64,
+    p99_us: Option<u64>,
+) -> String {
+    let secs = elapsed.as_secs();
+    if warming_up {
+        return format!("[{secs:>4}s] warming up");
+    }
+    let p99 = p99_us.map_or_else(|| "-".to_owned(), format_ms);
+    format!("[{secs:>4}s] ok/s {ok_last_sec:>8}  failed {failed:>8}  p99 {p99} ms")
+}
+
+fn histogram(high: u64) -> Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, high, SIGNIFICANT_DIGITS)
+        .with_context(|| format!("create a histogram with bounds 1..={high}"))
+}
+
+fn micros_to_ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn latency_row(f: &mut fmt::Formatter<'_>, name: &str, l: Option<&LatencyMs>) -> fmt::Result {
+    match l {
+        Some(l) => writeln!(
+            f,
+            "{name:<18}{:>10}{:>10.3}{:>10.3}{:>10.3}{:>10.3}{:>10.3}",
+            l.count, l.p50, l.p90, l.p99, l.p999, l.max
+        ),
+        None => writeln!(f, "{name:<18}{:>10}", 0),
+    }
+}
+
+fn period_row(f: &mut fmt::Formatter<'_>, name: &str, p: &PeriodMs) -> fmt::Result {
+    writeln!(
+        f,
+        "{name:<18}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+        p.count, p.p50, p.p90, p.p99, "-", p.max
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Busy;
+
+    fn busy(tag: &str, period: Option<u64>) -> Outcome {
+        Outcome::Busy(Busy {
+            tag: tag.into(),
+            period_in_queue_ms: period,
+            retry_after_ms: None,
+        })
+    }
+
+    #[test]
+    fn milliseconds_are_printed_with_three_exact_decimals() {
+        assert_eq!(format_ms(0), "0.000");
+        assert_eq!(format_ms(5), "0.005");
+        assert_eq!(format_ms(1_234_567), "1234.567");
+        assert_eq!(format_ms(60_000_000), "60000.000");
+    }
+
+    #[test]
+    fn latency_percentiles_come_from_the_recorded_microseconds() -> Result<()> {
+        let mut rec = Recorder::new()?;
+        for us in 1..=1000 {
+            rec.record(&Outcome::Ok, Duration::from_micros(us));
+        }
+        let report = rec.report(&Config::new("b:1"), Mode::Closed { in_flight: 1 });
+        let l = report
+            .latency_ms
+            .ok_or_else(|| anyhow::anyhow!("no latency"))?;
+        assert_eq!(l.count, 1000);
+        assert_eq!(l.p50, 0.5);
+        assert_eq!(l.p90, 0.9);
+        assert_eq!(l.p99, 0.99);
+        assert_eq!(l.p999, 0.999);
+        assert_eq!(l.max, 1.0);
+        assert_eq!(report.time_to_busy_ms, None);
+        Ok(())
+    }
+
+    #[test]
+    fn latencies_beyond_the_range_are_clamped_not_lost() -> Result<()> {
+        let mut rec = Recorder::new()?;
+        rec.record(&Outcome::Ok, Duration::from_secs(3600));
+        assert_eq!(rec.ok(), 1);
+        assert!(rec.p99_ok_us() >= Some(MAX_LATENCY_US - MAX_LATENCY_US / 1000));
+        Ok(())
+    }
+
+    #[test]
+    fn outcomes_are_counted_by_kind_and_busy_tag() -> Result<()> {
+        let mut rec = Recorder::new()?;
+        let ms = Duration::from_millis(1);
+        rec.record(&Outcome::Ok, ms);
+        rec.record(&busy("TIMEOUT_CLEAN_QUEUE", Some(250)), ms);
+        rec.record(&busy("TIMEOUT_CLEAN_QUEUE", Some(100)), ms);
+        rec.record(&busy("OVERLOAD", None), ms);
+        rec.record(&Outcome::OtherCode(12), ms);
+        rec.record(&Outcome::FlushDiskTimeout, ms);
+        rec.record(&Outcome::Timeout, ms);
+        rec.record(&Outcome::ConnectionError, ms);
+        rec.record_backlog();
+        let report = rec.report(&Config::new("b:1"), Mode::Closed { in_flight: 1 });
+        assert_eq!(report.sent, 8);
+        assert_eq!(report.ok, 1);
+        assert_eq!(report.failed_total, 8);
+        assert_eq!(report.failed.busy.get("TIMEOUT_CLEAN_QUEUE"), Some(&2));
+        assert_eq!(report.failed.busy.get("OVERLOAD"), Some(&1));
+        assert_eq!(report.failed.other_code.get(&12), Some(&1));
+        let period = report
+            .period_in_queue_ms
+            .ok_or_else(|| anyhow::anyhow!("no period"))?;
+        assert_eq!((period.count, period.max), (2, 250));
+        assert_eq!(report.time_to_busy_ms.map(|b| b.count), Some(3));
+        let rows: Vec<String> = report.failed.rows().into_iter().map(|r| r.0).collect();
+        assert_eq!(
+            rows,
+            [
+                "flush_disk_timeout",
+                "busy OVERLOAD",
+                "busy TIMEOUT_CLEAN_QUEUE",
+                "code 12 (FLUSH_SLAVE_TIMEOUT)",
+                "timeout",
+                "connection_error",
+                "client_backlog",
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn throughput_is_per_recorded_second() -> Result<()> {
+        let mut rec = Recorder::new()?;
+        for _ in 0..4000 {
+            rec.record(&Outcome::Ok, Duration::from_micros(100));
+        }
+        let mut config = Config::new("b:1");
+        config.duration = Duration::from_secs(2);
+        config.body_bytes = 1000;
+        let report = rec.report(&config, Mode::Closed { in_flight: 1 });
+        assert_eq!(report.ok_per_sec, 2000.0);
+        assert_eq!(report.mb_per_sec, 2.0);
+        Ok(())
+    }
+
+    #[test]
+    fn table_and_json_show_the_same_numbers() -> Result<()> {
+        let mut rec = Recorder::new()?;
+        rec.record(&Outcome::Ok, Duration::from_micros(1500));
+        rec.record(
+            &busy("TIMEOUT_CLEAN_QUEUE", Some(250)),
+            Duration::from_micros(200),
+        );
+        let report = rec.report(
+            &Config::new("b:1"),
+            Mode::Open {
+                rate_per_sec: 100.0,
+                max_outstanding: 10,
+            },
+        );
+        let table = report.to_string();
+        assert!(table.contains("open loop, 100/s offered"), "{table}");
+        assert!(table.contains("busy TIMEOUT_CLEAN_QUEUE"), "{table}");
+        assert!(table.contains("1.500"), "{table}");
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()?)?;
+        assert_eq!(json["mode"], "open");
+        assert_eq!(json["failed"]["busy"]["TIMEOUT_CLEAN_QUEUE"], 1);
+        assert_eq!(json["latency_ms"]["max"], 1.5);
+        assert_eq!(json["period_in_queue_ms"]["max"], 250);
+        assert_eq!(json["in_flight"], serde_json::Value::Null);
+        Ok(())
+    }
+
+    #[test]
+    fn progress_line_shows_rate_failures_and_p99() {
+        assert_eq!(
+            progress_line(Duration::from_millis(3200), false, 1200, 7, Some(2345)),
+            "[   3s] ok/s     1200  failed        7  p99 2.345 ms"
+        );
+        assert_eq!(
+            progress_line(Duration::from_secs(5), false, 0, 0, None),
+            "[   5s] ok/s        0  failed        0  p99 - ms"
+        );
+        assert_eq!(
+            progress_line(Duration::ZERO, true, 0, 0, None),
+            "[   0s] warming up"
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! Drives both loops against a fake broker inside the test: every request is
+//! answered `SUCCESS`, except every third, which is answered `SYSTEM_BUSY`
+//! with a `[TIMEOUT_CLEAN_QUEUE]` remark reporting 250 ms in queue. Proves
+//! that the loops send, stop by themselves, and count busy responses by tag
+//! with the reported period.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use anyhow::{Context, Result};
+use bench::{run, Config, Report};
+use remoting_net::{serve, CancellationToken, Connection, Handler, ServerOptions};
+use remoting_protocol::{header::SendMessageResponseHeader, RemotingCommand, ResponseCode};
+use tokio::{net::TcpListener, task::JoinHandle};
+
+const BUSY_REMARK: &str = "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, \
+                           period in queue: 250ms, size of queue: 3";
+
+/// Answers every request at once; every third one busy.
+#[derive(Default)]
+struct FakeBroker {
+    requests: AtomicU64,
+}
+
+impl Handler for FakeBroker {
+    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let response = if n % 3 == 0 {
+            request.response_to(ResponseCode::SYSTEM_BUSY, Some(BUSY_REMARK.into()))
+        } else {
+            request
+                .response_to(ResponseCode::SUCCESS, None)
+                .with_header(&SendMessageResponseHeader {
+                    msg_id: format!("{n:032X}"),
+                    queue_id: 0,
+                    queue_offset: i64::try_from(n).unwrap_or(i64::MAX),
+                    ..SendMessageResponseHeader::default()
+                })
+        };
+        conn.send(response);
+    }
+}
+
+struct Running {
+    addr: String,
+    shutdown: CancellationToken,
+    server: JoinHandle<()>,
+}
+
+impl Running {
+    async fn start() -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?.to_string();
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            listener,
+            Arc::new(FakeBroker::default()),
+            ServerOptions::default(),
+            shutdown.clone(),
+        ));
+        Ok(Self {
+            addr,
+            shutdown,
+            server,
+        })
+    }
+
+    async fn stop(self) -> Result<()> {
+        self.shutdown.cancel();
+        self.server.await.context("fake broker task")
+    }
+}
+
+fn short_config(addr: &str) -> Config {
+    let mut config = Config::new(addr);
+    config.warmup = Duration::from_millis(50);
+    config.duration = Duration::from_millis(300);
+    config.connections = 2;
+    config.queues = 4;
+    config.body_bytes = 128;
+    config.timeout = Duration::from_secs(1);
+    config.progress = false;
+    config
+}
+
+fn assert_busy_counted(report: &Report) {
+    assert!(report.ok > 0, "{report}");
+    let busy = report.failed.busy.get("TIMEOUT_CLEAN_QUEUE").copied();
+    assert!(busy.is_some_and(|n| n > 0), "{report}");
+    assert_eq!(report.failed.busy.len(), 1, "{report}");
+    assert_eq!(
+        report.period_in_queue_ms.map(|p| p.max),
+        Some(250),
+        "{report}"
+    );
+    assert_eq!(
+        report.time_to_busy_ms.map(|b| b.count),
+        busy,
+        "every busy response has a time to busy"
+    );
+    assert_eq!(report.latency_ms.map(|l| l.count), Some(report.ok));
+    assert_eq!(report.ok + busy.unwrap_or(0), report.sent, "{report}");
+    assert_eq!(report.failed.timeout, 0, "{report}");
+    assert_eq!(report.failed.connection_error, 0, "{report}");
+    assert!(report.to_json().is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_counts_successes_and_busy_by_tag() -> Result<()> {
+    let broker = Running::start().await?;
+    let report = tokio::time::timeout(
+        Duration::from_secs(3),
+        run::closed_loop(&short_config(&broker.addr), 4),
+    )
+    .await
+    .context("the closed loop stops by itself")??;
+    assert_eq!(report.mode, "closed");
+    assert_busy_counted(&report);
+    broker.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_sends_at_the_offered_rate_and_counts_busy_by_tag() -> Result<()> {
+    let broker = Running::start().await?;
+    let config = short_config(&broker.addr);
+    let report = tokio::time::timeout(
+        Duration::from_secs(3),
+        run::open_loop(&config, 2000.0, 1000),
+    )
+    .await
+    .context("the open loop stops by itself")??;
+    assert_eq!(report.mode, "open");
+    assert_busy_counted(&report);
+    // 2000/s over 300 ms is 600 requests; allow for the window's edges.
+    assert!((590..=610).contains(&report.sent), "{report}");
+    assert_eq!(report.failed.client_backlog, 0, "{report}");
+    broker.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_skips_requests_beyond_the_outstanding_cap() -> Result<()> {
+    // A listener that accepts but never answers keeps every request outstanding.
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let silent = tokio::spawn(async move {
+        if let Ok((_stream, _)) = listener.accept().await {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    });
+    let mut config = short_config(&addr);
+    config.connections = 1;
+    config.timeout = Duration::from_millis(200);
+    let report = tokio::time::timeout(Duration::from_secs(3), run::open_loop(&config, 1000.0, 5))
+        .await
+        .context("the open loop stops by itself")??;
+    assert_eq!(report.ok, 0, "{report}");
+    assert!(report.failed.client_backlog > 0, "{report}");
+    assert!(report.failed.timeout > 0, "{report}");
+    assert_eq!(report.sent, report.failed.timeout, "{report}");
+    silent.abort();
+    Ok(())
+}
