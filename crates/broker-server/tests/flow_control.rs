@@ -246,3 +246,27 @@ async fn oneway_requests_get_no_busy_answer() {
         "some oneway sends were refused"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_transient_store_pool_rejects_sends_at_admission() {
+    let b = TestBroker::start(&[
+        ("transientStorePoolEnable", "true"),
+        ("transientStorePoolSize", "1"),
+    ])
+    .await;
+    // The first send makes the first file, which takes the only buffer.
+    let first = b.invoke(send_request("Pool", 0, b"first", "")).await;
+    assert_eq!(
+        first.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        first.remark
+    );
+    assert!(b.broker.core().store.is_transient_store_pool_deficient());
+    let refused = b.invoke(send_request("Pool", 0, b"second", "")).await;
+    assert_eq!(refused.response_code(), ResponseCode::SYSTEM_BUSY);
+    assert_eq!(
+        refused.remark.as_deref(),
+        Some("[REJECTREQUEST]system busy, start flow control for a while")
+    );
+}

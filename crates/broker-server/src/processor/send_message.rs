@@ -257,3 +257,46 @@ fn rand_index() -> u64 {
     h.write_u64(store::commit_log::now_ms() as u64);
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use remoting_protocol::RequestCode;
+
+    fn answer(e: PutError) -> RemotingCommand {
+        put_error_response(
+            &RemotingCommand::request(RequestCode::SEND_MESSAGE_V2),
+            &e,
+            4096,
+        )
+    }
+
+    #[test]
+    fn store_refusals_map_to_rocketmq_codes_and_remarks() {
+        let busy = answer(PutError::OsPageCacheBusy { held_ms: 1200 });
+        assert_eq!(busy.response_code(), ResponseCode::SYSTEM_BUSY);
+        assert_eq!(
+            busy.remark.as_deref(),
+            Some("[PC_SYNCHRONIZED]broker busy, start flow control for a while")
+        );
+        let full = answer(PutError::ServiceNotAvailable {
+            reason: "disk full: cannot create CommitLog file 00000000001073741824".into(),
+        });
+        assert_eq!(full.response_code(), ResponseCode::SERVICE_NOT_AVAILABLE);
+        assert!(full.remark.unwrap().contains("disk full"));
+        let illegal = answer(PutError::PropertiesSizeExceeded { len: 40_000 });
+        assert_eq!(illegal.response_code(), ResponseCode::MESSAGE_ILLEGAL);
+        assert!(illegal
+            .remark
+            .unwrap()
+            .contains("msg body length limit 4096B"));
+        let no_file = answer(PutError::CreateMappedFileFailed {
+            reason: "no buffer".into(),
+        });
+        assert_eq!(no_file.response_code(), ResponseCode::SYSTEM_ERROR);
+        assert!(no_file
+            .remark
+            .unwrap()
+            .starts_with("create mapped file failed"));
+    }
+}
