@@ -721,13 +721,18 @@ impl Inner {
     }
 
     fn run_group_commit(&self) {
+        // The most appends seen waiting at once lately, decaying slowly, so
+        // that the gather below knows how many to expect.
+        let mut peak = 0.0f64;
         while !self.flush.is_stopped() {
             let waiters = self
                 .group_commit
                 .next_request(Duration::from_millis(10), &self.flush);
+            peak = (peak * 0.99).max(waiters as f64);
             if waiters > 1 {
-                self.gather(waiters);
+                self.gather((peak * 0.9).ceil() as usize);
             }
+            peak = peak.max(self.group_commit.waiters() as f64);
             if self.pool.is_some() {
                 self.commit_log.files().commit(0);
             }
@@ -738,23 +743,15 @@ impl Inner {
     }
 
     /// With several appends already waiting, more are usually on their way
-    /// (writers just released by the previous flush): wait while their
-    /// number still grows, for at most 200 µs, so that one fsync covers them.
-    fn gather(&self, mut waiters: usize) {
-        let deadline = Instant::now() + Duration::from_micros(200);
-        while Instant::now() < deadline {
-            thread::yield_now();
-            let now = self.group_commit.waiters();
-            if now <= waiters {
-                let settle = Instant::now() + Duration::from_micros(20);
-                while Instant::now() < settle {
-                    thread::yield_now();
-                }
-                if self.group_commit.waiters() <= now {
-                    return;
-                }
-            }
-            waiters = waiters.max(now);
+    /// (writers just released by the previous flush): wait until about as
+    /// many wait as lately did, for at most 500 µs, so that one fsync covers
+    /// them all. A lone writer never waits here.
+    fn gather(&self, target: usize) {
+        let deadline = Instant::now() + Duration::from_micros(500);
+        while self.group_commit.waiters() < target && Instant::now() < deadline {
+            // Sleep rather than spin: on a small machine the writers we wait
+            // for need the CPU.
+            thread::sleep(Duration::from_micros(50));
         }
     }
 
