@@ -1,4 +1,60 @@
 //! The producer: topic routes, queue selection, synchronous, asynchronous and
-//! oneway sends, timeouts, retries, failover and client-side limits.
+//! oneway sends, timeouts, retries, failover and client-side limits, speaking
+//! RocketMQ's remoting protocol to Sluice or RocketMQ brokers.
 //!
-//! This crate is a skeleton until the producer is built.
+//! ```no_run
+//! use producer_client::{Message, Producer, ProducerConfig};
+//!
+//! # async fn demo() -> Result<(), producer_client::ProducerError> {
+//! let producer = Producer::start(ProducerConfig::with_namesrv("127.0.0.1:9876")).await?;
+//! let sent = producer
+//!     .send(Message::new("Orders", "hello").with_tags("TagA").with_key("order-1"))
+//!     .await?;
+//! println!("{} at {:?} offset {}", sent.msg_id, sent.message_queue, sent.queue_offset);
+//! producer.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The path of one send
+//! 1. Validate the message (topic name, body size against
+//!    `maxMessageSize`, properties) and give it a `UNIQ_KEY`.
+//! 2. Take an in-flight permit within the send timeout, else
+//!    [`ProducerError::TooManyRequests`].
+//! 3. Find the topic's queues: cached, else `GET_ROUTEINFO_BY_TOPIC` from the
+//!    name servers, else the `TBW102` route so that the broker auto-creates
+//!    the topic.
+//! 4. Pick a queue (round robin, away from the broker that just failed and,
+//!    with `sendLatencyFaultEnable`, from brokers in a fault window) and send
+//!    `SEND_MESSAGE_V2` with the rest of the budget as its timeout.
+//! 5. On a retryable failure try another broker; on `SYSTEM_BUSY` follow
+//!    the [`BusyPolicy`].
+//!
+//! # Invariants worth naming
+//! - No send outlives its budget (`sendMsgTimeout`): permit wait, route
+//!   lookup, attempts and back-off pauses all come out of it.
+//! - Busy retries never exceed the retry budget: at most 10 tokens plus
+//!   `budget_ratio` per send, so retries cannot multiply an overload.
+//! - Every permit is returned when its send ends, whatever the outcome.
+#![deny(clippy::unwrap_used)]
+
+mod budget;
+mod config;
+mod error;
+mod fault;
+mod message;
+mod producer;
+mod route;
+mod selector;
+mod send;
+mod stats;
+mod wire;
+
+pub use budget::RETRY_BUDGET_CAP_TOKENS;
+pub use config::{split_addrs, BusyPolicy, ProducerConfig};
+pub use error::ProducerError;
+pub use message::{Message, MessageQueue, SendResult, SendStatus, TOPIC_MAX_LEN};
+pub use producer::{Producer, SendHandle};
+pub use send::RETRYABLE_CODES;
+pub use stats::ProducerStats;
+pub use wire::RETRY_AFTER_MS;

@@ -257,15 +257,25 @@ impl RemotingClient {
     /// # Errors
     /// [`ClientError::Connect`].
     pub async fn connection(&self, addr: &str) -> Result<Arc<ClientConnection>, ClientError> {
-        let mut conns = self.connections.lock().await;
-        if let Some(conn) = conns.get(addr) {
-            if !conn.is_closed() {
-                return Ok(Arc::clone(conn));
-            }
+        if let Some(conn) = self.open_connection(addr).await {
+            return Ok(conn);
         }
-        let conn = ClientConnection::connect(addr, &self.options).await?;
-        conns.insert(addr.to_owned(), Arc::clone(&conn));
-        Ok(conn)
+        // Connect without holding the map, so that a slow or dead address
+        // does not stall requests to the others.
+        let fresh = ClientConnection::connect(addr, &self.options).await?;
+        let mut conns = self.connections.lock().await;
+        if let Some(existing) = conns.get(addr).filter(|c| !c.is_closed()) {
+            // Another caller connected first; use theirs.
+            fresh.close();
+            return Ok(Arc::clone(existing));
+        }
+        conns.insert(addr.to_owned(), Arc::clone(&fresh));
+        Ok(fresh)
+    }
+
+    async fn open_connection(&self, addr: &str) -> Option<Arc<ClientConnection>> {
+        let conns = self.connections.lock().await;
+        conns.get(addr).filter(|c| !c.is_closed()).cloned()
     }
 
     /// Sends a request to `addr` and waits for its response.

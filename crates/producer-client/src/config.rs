@@ -1,0 +1,381 @@
+//! The producer's settings, with RocketMQ's names and defaults
+//! (`DefaultMQProducer`, `ClientConfig`, `NettyClientConfig`), plus Sluice's
+//! busy policy.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::ProducerError;
+
+/// The producer's settings. Keys deserialize in RocketMQ's camelCase
+/// (`sendMsgTimeout`, `retryTimesWhenSendFailed`, ...); durations are in
+/// milliseconds; unknown keys are refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProducerConfig {
+    /// Name servers, `host:port`. Deserializes from a list or from one
+    /// `;`-separated string as RocketMQ's `namesrvAddr`. Default: none; at
+    /// least one is required.
+    #[serde(deserialize_with = "addr_list")]
+    pub namesrv_addr: Vec<String>,
+    /// Producer group. Default `DEFAULT_PRODUCER`; must not be empty.
+    pub producer_group: String,
+    /// Budget of one send across all its attempts, including the wait for an
+    /// in-flight permit. Default 3000 ms; more than 0.
+    #[serde(with = "millis")]
+    pub send_msg_timeout: Duration,
+    /// Extra attempts of a synchronous send on a retryable failure. Default 2
+    /// (three attempts in all); 0..=16.
+    pub retry_times_when_send_failed: u32,
+    /// Extra attempts of an asynchronous send. Default 2; 0..=16.
+    pub retry_times_when_send_async_failed: u32,
+    /// Retry on another broker when the broker stored the message but
+    /// reported a flush or replication shortfall. Default false.
+    #[serde(rename = "retryAnotherBrokerWhenNotStoreOK")]
+    pub retry_another_broker_when_not_store_ok: bool,
+    /// Largest message body (or encoded batch) in bytes. Default 4 MiB;
+    /// 1..=16 MiB.
+    pub max_message_size: usize,
+    /// Synchronous and asynchronous sends in flight at once. Default 65535;
+    /// 1..=65535.
+    pub client_async_semaphore_value: usize,
+    /// Oneway sends being handed to connections at once. Default 65535;
+    /// 1..=65535.
+    pub client_oneway_semaphore_value: usize,
+    /// Skip brokers that answered slowly or failed, for a while that grows
+    /// with the latency (RocketMQ's `sendLatencyFaultEnable`). Default false.
+    pub send_latency_fault_enable: bool,
+    /// How often cached routes are refreshed from the name servers. Default
+    /// 30000 ms; at least 10 ms.
+    #[serde(with = "millis")]
+    pub poll_name_server_interval: Duration,
+    /// Timeout of a route query (RocketMQ's `mqClientApiTimeout`). Default
+    /// 3000 ms; more than 0. A send also never waits past its own budget.
+    #[serde(with = "millis")]
+    pub mq_client_api_timeout: Duration,
+    /// Template topic for auto-creation. Default `TBW102`.
+    pub create_topic_key: String,
+    /// Queues per broker of an auto-created topic. Default 4; 1..=1024.
+    pub default_topic_queue_nums: i32,
+    /// What to do when a broker answers `SYSTEM_BUSY`. Default
+    /// [`BusyPolicy::default`].
+    pub busy_policy: BusyPolicy,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            namesrv_addr: Vec::new(),
+            producer_group: "DEFAULT_PRODUCER".into(),
+            send_msg_timeout: Duration::from_millis(3000),
+            retry_times_when_send_failed: 2,
+            retry_times_when_send_async_failed: 2,
+            retry_another_broker_when_not_store_ok: false,
+            max_message_size: 4 * 1024 * 1024,
+            client_async_semaphore_value: 65535,
+            client_oneway_semaphore_value: 65535,
+            send_latency_fault_enable: false,
+            poll_name_server_interval: Duration::from_secs(30),
+            mq_client_api_timeout: Duration::from_millis(3000),
+            create_topic_key: "TBW102".into(),
+            default_topic_queue_nums: 4,
+            busy_policy: BusyPolicy::default(),
+        }
+    }
+}
+
+impl ProducerConfig {
+    /// A default configuration that uses the given name servers.
+    pub fn with_namesrv(addrs: &str) -> Self {
+        Self {
+            namesrv_addr: split_addrs(addrs),
+            ..Self::default()
+        }
+    }
+
+    /// Checks every value and the rules between them.
+    ///
+    /// # Errors
+    /// [`ProducerError::Config`] naming the key, the value and what is allowed.
+    pub fn validate(&self) -> Result<(), ProducerError> {
+        let invalid = |key: &'static str, value: String, allowed: &str| {
+            Err(ProducerError::Config {
+                key,
+                value,
+                allowed: allowed.to_owned(),
+            })
+        };
+        if self.namesrv_addr.is_empty() || self.namesrv_addr.iter().any(|a| a.trim().is_empty()) {
+            return invalid(
+                "namesrvAddr",
+                self.namesrv_addr.join(";"),
+                "one or more host:port addresses",
+            );
+        }
+        if self.producer_group.trim().is_empty() {
+            return invalid(
+                "producerGroup",
+                self.producer_group.clone(),
+                "a non-empty name",
+            );
+        }
+        for (key, d, min) in [
+            ("sendMsgTimeout", self.send_msg_timeout, 1),
+            ("mqClientApiTimeout", self.mq_client_api_timeout, 1),
+            ("pollNameServerInterval", self.poll_name_server_interval, 10),
+        ] {
+            if d < Duration::from_millis(min) {
+                return invalid(key, ms(d).to_string(), &format!("at least {min} ms"));
+            }
+        }
+        for (key, v) in [
+            (
+                "retryTimesWhenSendFailed",
+                self.retry_times_when_send_failed,
+            ),
+            (
+                "retryTimesWhenSendAsyncFailed",
+                self.retry_times_when_send_async_failed,
+            ),
+        ] {
+            if v > 16 {
+                return invalid(key, v.to_string(), "0..=16");
+            }
+        }
+        if !(1..=16 * 1024 * 1024).contains(&self.max_message_size) {
+            return invalid(
+                "maxMessageSize",
+                self.max_message_size.to_string(),
+                "1..=16777216 (bytes)",
+            );
+        }
+        for (key, v) in [
+            (
+                "clientAsyncSemaphoreValue",
+                self.client_async_semaphore_value,
+            ),
+            (
+                "clientOnewaySemaphoreValue",
+                self.client_oneway_semaphore_value,
+            ),
+        ] {
+            if !(1..=65535).contains(&v) {
+                return invalid(key, v.to_string(), "1..=65535");
+            }
+        }
+        if !(1..=1024).contains(&self.default_topic_queue_nums) {
+            return invalid(
+                "defaultTopicQueueNums",
+                self.default_topic_queue_nums.to_string(),
+                "1..=1024",
+            );
+        }
+        if self.create_topic_key.is_empty() {
+            return invalid("createTopicKey", String::new(), "a topic name");
+        }
+        self.busy_policy.validate()
+    }
+}
+
+/// What the producer does when a broker answers `SYSTEM_BUSY`.
+///
+/// A busy broker is a hot spot, not a dead cluster: another broker usually
+/// has room, so moving the send there turns a failure into a success. But
+/// retries are extra load, and when every broker is busy, retrying blindly
+/// multiplies the overload that caused the refusals (a retry storm). So
+/// [`BusyPolicy::RetryWithBackoff`] retries only on another broker when one
+/// exists, waits an exponentially growing, fully jittered pause first (at
+/// least the broker's `retryAfterMs` hint), and spends a token from a retry
+/// budget on every busy retry. Each send deposits `budget_ratio` tokens, so
+/// busy retries can add at most that share of extra load on top of a small
+/// burst allowance (10 tokens); with no token left the busy answer is
+/// returned at once. That is the default; [`BusyPolicy::Never`] is RocketMQ
+/// before 5.3, which never retried `SYSTEM_BUSY`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum BusyPolicy {
+    /// Return `SYSTEM_BUSY` to the caller at once.
+    Never,
+    /// Retry on another broker after a jittered exponential back-off, within
+    /// a retry budget.
+    #[serde(rename_all = "camelCase")]
+    RetryWithBackoff {
+        /// Back-off before the first busy retry: the pause is drawn uniformly
+        /// from `[0, min(max, base * 2^n)]` for the n-th busy retry (from 0).
+        /// Default 50 ms.
+        #[serde(with = "millis")]
+        base: Duration,
+        /// Cap of the back-off ceiling. Default 2000 ms; at least `base`.
+        #[serde(with = "millis")]
+        max: Duration,
+        /// Busy-retry tokens each send deposits: the largest steady share of
+        /// extra load that busy retries may add. Default 0.1 (10 %); 0..=1.
+        budget_ratio: f64,
+    },
+}
+
+impl Default for BusyPolicy {
+    fn default() -> Self {
+        BusyPolicy::RetryWithBackoff {
+            base: Duration::from_millis(50),
+            max: Duration::from_secs(2),
+            budget_ratio: 0.1,
+        }
+    }
+}
+
+impl BusyPolicy {
+    fn validate(&self) -> Result<(), ProducerError> {
+        if let BusyPolicy::RetryWithBackoff {
+            base,
+            max,
+            budget_ratio,
+        } = *self
+        {
+            if max < base {
+                return Err(ProducerError::Config {
+                    key: "busyPolicy.max",
+                    value: ms(max).to_string(),
+                    allowed: format!("at least busyPolicy.base ({} ms)", ms(base)),
+                });
+            }
+            if !(0.0..=1.0).contains(&budget_ratio) {
+                return Err(ProducerError::Config {
+                    key: "busyPolicy.budgetRatio",
+                    value: budget_ratio.to_string(),
+                    allowed: "0.0..=1.0".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits RocketMQ's `;`-separated address list.
+pub fn split_addrs(text: &str) -> Vec<String> {
+    text.split(';')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+fn addr_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum TextOrList {
+        Text(String),
+        List(Vec<String>),
+    }
+    Ok(match TextOrList::deserialize(d)? {
+        TextOrList::Text(t) => split_addrs(&t),
+        TextOrList::List(l) => l,
+    })
+}
+
+mod millis {
+    //! A `Duration` as whole milliseconds.
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::de::value::MapDeserializer;
+
+    use super::*;
+
+    #[test]
+    fn defaults_are_rocketmq_defaults_with_the_retrying_busy_policy() {
+        let c = ProducerConfig::with_namesrv("127.0.0.1:9876; 10.0.0.2:9876");
+        assert_eq!(c.namesrv_addr, ["127.0.0.1:9876", "10.0.0.2:9876"]);
+        assert_eq!(c.send_msg_timeout, Duration::from_millis(3000));
+        assert_eq!(c.retry_times_when_send_failed, 2);
+        assert_eq!(c.max_message_size, 4 * 1024 * 1024);
+        assert_eq!(c.client_async_semaphore_value, 65535);
+        assert_eq!(c.poll_name_server_interval, Duration::from_secs(30));
+        assert!(!c.send_latency_fault_enable);
+        assert!(matches!(
+            c.busy_policy,
+            BusyPolicy::RetryWithBackoff { budget_ratio, .. } if (budget_ratio - 0.1).abs() < 1e-9
+        ));
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let err = ProducerConfig::default().validate().unwrap_err();
+        assert!(matches!(
+            err,
+            ProducerError::Config {
+                key: "namesrvAddr",
+                ..
+            }
+        ));
+        let c = ProducerConfig {
+            client_async_semaphore_value: 0,
+            ..ProducerConfig::with_namesrv("a:1")
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(ProducerError::Config {
+                key: "clientAsyncSemaphoreValue",
+                ..
+            })
+        ));
+        let c = ProducerConfig {
+            busy_policy: BusyPolicy::RetryWithBackoff {
+                base: Duration::from_millis(10),
+                max: Duration::from_millis(5),
+                budget_ratio: 0.1,
+            },
+            ..ProducerConfig::with_namesrv("a:1")
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(ProducerError::Config {
+                key: "busyPolicy.max",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn keys_deserialize_in_rocketmq_camel_case() {
+        let text: MapDeserializer<'_, _, serde::de::value::Error> =
+            MapDeserializer::new([("namesrvAddr", "a:1;b:2"), ("producerGroup", "PG")].into_iter());
+        let c = ProducerConfig::deserialize(text).unwrap();
+        assert_eq!(c.namesrv_addr, ["a:1", "b:2"]);
+        assert_eq!(c.producer_group, "PG");
+
+        let numbers: MapDeserializer<'_, _, serde::de::value::Error> = MapDeserializer::new(
+            [
+                ("sendMsgTimeout", 1500_u64),
+                ("retryTimesWhenSendFailed", 5),
+            ]
+            .into_iter(),
+        );
+        let c = ProducerConfig::deserialize(numbers).unwrap();
+        assert_eq!(c.send_msg_timeout, Duration::from_millis(1500));
+        assert_eq!(c.retry_times_when_send_failed, 5);
+
+        let unknown: MapDeserializer<'_, _, serde::de::value::Error> =
+            MapDeserializer::new([("sendMsgTimeoutMs", 1_u64)].into_iter());
+        let err = ProducerConfig::deserialize(unknown).unwrap_err();
+        assert!(err.to_string().contains("sendMsgTimeoutMs"), "{err}");
+    }
+}

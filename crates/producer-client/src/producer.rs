@@ -1,0 +1,389 @@
+//! [`Producer`]: start, the send methods, statistics and shutdown.
+
+use std::{
+    future::Future,
+    net::{IpAddr, Ipv4Addr},
+    pin::Pin,
+    sync::{atomic::AtomicBool, Arc, Mutex, PoisonError},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use remoting_net::{CancellationToken, ClientOptions, RemotingClient};
+use remoting_protocol::message::UniqueIdGenerator;
+use tokio::{sync::Semaphore, task::JoinHandle};
+
+use crate::{
+    budget::RetryBudget,
+    fault::FaultTable,
+    route::RouteCache,
+    send::{send_once, Budget, Inner},
+    stats::Counters,
+    BusyPolicy, Message, MessageQueue, ProducerConfig, ProducerError, ProducerStats, SendResult,
+};
+
+/// A producer: sends messages to the brokers that serve their topics.
+///
+/// Cheap to share behind an `Arc`; every method takes `&self`. Dropping the
+/// producer stops its route refresher; [`Producer::shutdown`] also waits for
+/// sends under way and closes the connections.
+#[derive(Debug)]
+pub struct Producer {
+    inner: Arc<Inner>,
+    refresher: Mutex<Option<JoinHandle<()>>>,
+    stop: CancellationToken,
+}
+
+impl Producer {
+    /// Starts a producer: checks the configuration and starts the task that
+    /// refreshes cached routes every `pollNameServerInterval`. Routes are
+    /// fetched on first use, so the name servers need not be up yet.
+    ///
+    /// # Errors
+    /// [`ProducerError::Config`] naming a refused value.
+    pub async fn start(config: ProducerConfig) -> Result<Self, ProducerError> {
+        config.validate()?;
+        let ip = local_ip(&config.namesrv_addr[0]).await;
+        let budget = match config.busy_policy {
+            BusyPolicy::Never => None,
+            BusyPolicy::RetryWithBackoff { budget_ratio, .. } => {
+                Some(RetryBudget::new(budget_ratio))
+            }
+        };
+        let inner = Arc::new(Inner {
+            client: RemotingClient::new(ClientOptions::default()),
+            routes: RouteCache::new(
+                config.namesrv_addr.clone(),
+                config.create_topic_key.clone(),
+                config.default_topic_queue_nums,
+                config.mq_client_api_timeout,
+            ),
+            faults: config.send_latency_fault_enable.then(FaultTable::default),
+            budget,
+            async_permits: Arc::new(Semaphore::new(config.client_async_semaphore_value)),
+            oneway_permits: Arc::new(Semaphore::new(config.client_oneway_semaphore_value)),
+            ids: UniqueIdGenerator::new(ip, std::process::id(), fastrand::i32(..)),
+            counters: Counters::default(),
+            closed: AtomicBool::new(false),
+            config,
+        });
+        let stop = CancellationToken::new();
+        let refresher = tokio::spawn(refresh_routes(Arc::clone(&inner), stop.clone()));
+        tracing::debug!(
+            group = %inner.config.producer_group,
+            namesrv = ?inner.config.namesrv_addr,
+            "producer started"
+        );
+        Ok(Self {
+            inner,
+            refresher: Mutex::new(Some(refresher)),
+            stop,
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.inner.config
+    }
+
+    /// Sends a message and waits for the broker's answer, within
+    /// `sendMsgTimeout`, with up to `1 + retryTimesWhenSendFailed` attempts.
+    ///
+    /// # Errors
+    /// See [`ProducerError`]; after retries, the last attempt's error.
+    pub async fn send(&self, msg: Message) -> Result<SendResult, ProducerError> {
+        self.send_with_timeout(msg, self.inner.config.send_msg_timeout)
+            .await
+    }
+
+    /// [`Producer::send`] with its own time budget instead of `sendMsgTimeout`.
+    ///
+    /// # Errors
+    /// As [`Producer::send`].
+    pub async fn send_with_timeout(
+        &self,
+        msg: Message,
+        timeout: Duration,
+    ) -> Result<SendResult, ProducerError> {
+        let inner = &self.inner;
+        inner.counters.send_started();
+        let budget = Budget::new(timeout);
+        let times_total = 1 + inner.config.retry_times_when_send_failed;
+        let result = async {
+            inner.check_open()?;
+            let prep = inner.prepare(&msg)?;
+            let _permit = inner
+                .acquire(
+                    &inner.async_permits,
+                    inner.config.client_async_semaphore_value,
+                    &budget,
+                )
+                .await?;
+            inner.send_with_retries(&prep, &budget, times_total).await
+        }
+        .await;
+        inner.counters.outcome(&result);
+        result
+    }
+
+    /// Starts an asynchronous send and returns a handle to its result.
+    ///
+    /// Awaiting this method waits only for an in-flight permit
+    /// (`clientAsyncSemaphoreValue`), which is the producer's back-pressure;
+    /// awaiting the [`SendHandle`] waits for the answer. The send has its
+    /// own budget (`sendMsgTimeout`, counted from this call) and up to
+    /// `1 + retryTimesWhenSendAsyncFailed` attempts under the same retry
+    /// rules as [`Producer::send`] (RocketMQ never retries broker answers of
+    /// asynchronous sends). Dropping the handle does not cancel the send.
+    ///
+    /// # Errors
+    /// [`ProducerError::MessageIllegal`], [`ProducerError::TooManyRequests`]
+    /// or [`ProducerError::Shutdown`] before the send starts; the send's
+    /// own errors come from the handle.
+    pub async fn send_async(&self, msg: Message) -> Result<SendHandle, ProducerError> {
+        let inner = &self.inner;
+        inner.counters.send_started();
+        let budget = Budget::new(inner.config.send_msg_timeout);
+        let started = async {
+            inner.check_open()?;
+            let prep = inner.prepare(&msg)?;
+            let permit = inner
+                .acquire(
+                    &inner.async_permits,
+                    inner.config.client_async_semaphore_value,
+                    &budget,
+                )
+                .await?;
+            Ok((prep, permit))
+        }
+        .await;
+        let (prep, permit) = match started {
+            Ok(s) => s,
+            Err(e) => {
+                inner.counters.failure(&e);
+                return Err(e);
+            }
+        };
+        let inner = Arc::clone(&self.inner);
+        let times_total = 1 + inner.config.retry_times_when_send_async_failed;
+        let task = tokio::spawn(async move {
+            let result = inner.send_with_retries(&prep, &budget, times_total).await;
+            drop(permit);
+            inner.counters.outcome(&result);
+            result
+        });
+        Ok(SendHandle { task })
+    }
+
+    /// Sends a message without waiting for an answer: one attempt, no
+    /// retries. Succeeds once the request is handed to the connection.
+    ///
+    /// The oneway permit (`clientOnewaySemaphoreValue`) is held until then;
+    /// the transport does not report when the bytes are written, so the
+    /// limit bounds concurrent callers rather than unwritten bytes.
+    ///
+    /// # Errors
+    /// Validation, permit, route and connection errors.
+    pub async fn send_oneway(&self, msg: Message) -> Result<(), ProducerError> {
+        let inner = &self.inner;
+        inner.counters.send_started();
+        let budget = Budget::new(inner.config.send_msg_timeout);
+        let result = async {
+            inner.check_open()?;
+            let prep = inner.prepare(&msg)?;
+            let _permit = inner
+                .acquire(
+                    &inner.oneway_permits,
+                    inner.config.client_oneway_semaphore_value,
+                    &budget,
+                )
+                .await?;
+            inner.oneway(&prep, &budget).await
+        }
+        .await;
+        inner.counters.outcome(&result);
+        result
+    }
+
+    /// Sends a message to one queue: one attempt, no retries, as RocketMQ's
+    /// `send(msg, mq)`.
+    ///
+    /// # Errors
+    /// [`ProducerError::MessageIllegal`] when the queue's topic is not the
+    /// message's, [`ProducerError::NoRoute`] when its broker is not in the
+    /// topic's route, and the errors of [`Producer::send`].
+    pub async fn send_to_queue(
+        &self,
+        msg: Message,
+        queue: &MessageQueue,
+    ) -> Result<SendResult, ProducerError> {
+        let inner = &self.inner;
+        inner.counters.send_started();
+        let budget = Budget::new(inner.config.send_msg_timeout);
+        let result = async {
+            inner.check_open()?;
+            if msg.topic != queue.topic {
+                return Err(ProducerError::MessageIllegal {
+                    reason: format!(
+                        "the message's topic {} is not the queue's topic {}",
+                        msg.topic, queue.topic
+                    ),
+                });
+            }
+            let prep = inner.prepare(&msg)?;
+            let _permit = inner
+                .acquire(
+                    &inner.async_permits,
+                    inner.config.client_async_semaphore_value,
+                    &budget,
+                )
+                .await?;
+            send_once(inner, &prep, queue, &budget).await
+        }
+        .await;
+        inner.counters.outcome(&result);
+        result
+    }
+
+    /// Sends messages of one topic as one `SEND_BATCH_MESSAGE` request: they
+    /// land in one queue with consecutive offsets. Retries as
+    /// [`Producer::send`]. The encoded batch must fit `maxMessageSize`.
+    ///
+    /// # Errors
+    /// [`ProducerError::MessageIllegal`] for an empty batch, mixed topics, a
+    /// delay level, or a size over the limit; else as [`Producer::send`].
+    pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult, ProducerError> {
+        let inner = &self.inner;
+        inner.counters.send_started();
+        let budget = Budget::new(inner.config.send_msg_timeout);
+        let times_total = 1 + inner.config.retry_times_when_send_failed;
+        let result = async {
+            inner.check_open()?;
+            let prep = inner.prepare_batch(&msgs)?;
+            let _permit = inner
+                .acquire(
+                    &inner.async_permits,
+                    inner.config.client_async_semaphore_value,
+                    &budget,
+                )
+                .await?;
+            inner.send_with_retries(&prep, &budget, times_total).await
+        }
+        .await;
+        inner.counters.outcome(&result);
+        result
+    }
+
+    /// The queues a topic's messages can go to (RocketMQ's
+    /// `fetchPublishMessageQueues`), from the cache or the name servers.
+    ///
+    /// # Errors
+    /// [`ProducerError::NoRoute`], or the name servers' transport error.
+    pub async fn publish_queues(&self, topic: &str) -> Result<Vec<MessageQueue>, ProducerError> {
+        self.inner.check_open()?;
+        let budget = Budget::new(self.inner.config.mq_client_api_timeout);
+        Ok(self.inner.route(topic, &budget).await?.queues.clone())
+    }
+
+    /// The producer's counters.
+    pub fn stats(&self) -> ProducerStats {
+        self.inner.counters.snapshot()
+    }
+
+    /// Refuses new sends, waits up to `sendMsgTimeout` for sends under way,
+    /// stops the route refresher and closes every connection. Calling it
+    /// again does nothing.
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        self.stop.cancel();
+        let all = u32::try_from(inner.config.client_async_semaphore_value).unwrap_or(u32::MAX);
+        let drained = tokio::time::timeout(
+            inner.config.send_msg_timeout,
+            inner.async_permits.acquire_many(all),
+        )
+        .await;
+        if drained.is_err() {
+            tracing::warn!("producer shutting down with sends still under way");
+        }
+        drop(drained);
+        inner.async_permits.close();
+        inner.oneway_permits.close();
+        let refresher = self
+            .refresher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = refresher {
+            let _ = task.await;
+        }
+        inner.client.close_all().await;
+        tracing::debug!(group = %inner.config.producer_group, "producer shut down");
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The result of an asynchronous send; await it.
+#[derive(Debug)]
+pub struct SendHandle {
+    task: JoinHandle<Result<SendResult, ProducerError>>,
+}
+
+impl SendHandle {
+    /// Reports whether the send has finished.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+impl Future for SendHandle {
+    type Output = Result<SendResult, ProducerError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.task)
+            .poll(cx)
+            .map(|joined| match joined {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // The runtime dropped the task: it is shutting down.
+                Err(_) => Err(ProducerError::Shutdown),
+            })
+    }
+}
+
+/// Refreshes cached routes every `pollNameServerInterval` until stopped.
+async fn refresh_routes(inner: Arc<Inner>, stop: CancellationToken) {
+    let period = inner.config.poll_name_server_interval;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = inner.routes.refresh_all(&inner.client) => {}
+        }
+    }
+}
+
+/// The address this host reaches the name server from, for unique keys:
+/// connecting a UDP socket sends nothing but picks the outgoing interface.
+/// Loopback when that fails.
+async fn local_ip(namesrv: &str) -> IpAddr {
+    let probe = async {
+        let socket = tokio::net::UdpSocket::bind("0.0.0.0:0").await.ok()?;
+        socket.connect(namesrv).await.ok()?;
+        socket.local_addr().ok().map(|a| a.ip())
+    };
+    match tokio::time::timeout(Duration::from_secs(1), probe).await {
+        Ok(Some(ip)) if !ip.is_unspecified() => ip,
+        _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    }
+}

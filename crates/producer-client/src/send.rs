@@ -1,0 +1,436 @@
+//! The path of one send inside the producer: validation, the in-flight
+//! permit, the attempt loop with its retry rules, and the request and
+//! response of one attempt.
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use remoting_net::RemotingClient;
+use remoting_protocol::{
+    body::{encode_batch, BatchEntry},
+    message::UniqueIdGenerator,
+    ResponseCode,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
+
+use crate::{
+    budget::{backoff, RetryBudget},
+    fault::FaultTable,
+    message::{check_body, check_topic, encode_properties, Prepared},
+    route::RouteCache,
+    selector::TopicPublishInfo,
+    stats::Counters,
+    wire::{parse_response, send_request},
+    BusyPolicy, Message, MessageQueue, ProducerConfig, ProducerError, SendResult, SendStatus,
+};
+
+/// Broker answers after which a send moves on to another broker: RocketMQ's
+/// `retryResponseCodes` (4.9.4 to 5.2) plus `GO_AWAY` (a broker shutting
+/// down, 5.3.1). `SYSTEM_BUSY` is governed by the [`BusyPolicy`] instead.
+pub const RETRYABLE_CODES: &[ResponseCode] = &[
+    ResponseCode::TOPIC_NOT_EXIST,
+    ResponseCode::SERVICE_NOT_AVAILABLE,
+    ResponseCode::SYSTEM_ERROR,
+    ResponseCode::NO_PERMISSION,
+    ResponseCode::NO_BUYER_ID,
+    ResponseCode::NOT_IN_CURRENT_UNIT,
+    ResponseCode::GO_AWAY,
+];
+
+/// Everything the producer's tasks share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub config: ProducerConfig,
+    pub client: RemotingClient,
+    pub routes: RouteCache,
+    pub faults: Option<FaultTable>,
+    pub budget: Option<RetryBudget>,
+    pub async_permits: Arc<Semaphore>,
+    pub oneway_permits: Arc<Semaphore>,
+    pub ids: UniqueIdGenerator,
+    pub counters: Counters,
+    pub closed: AtomicBool,
+}
+
+/// One send's time budget.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub start: Instant,
+    pub deadline: Instant,
+    pub timeout: Duration,
+}
+
+impl Budget {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        let start = Instant::now();
+        Self {
+            start,
+            deadline: start + timeout,
+            timeout,
+        }
+    }
+
+    pub(crate) fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    fn timeout_ms(&self) -> u64 {
+        millis(self.timeout)
+    }
+
+    pub(crate) fn timed_out(&self, broker_addr: Option<&str>) -> ProducerError {
+        ProducerError::Timeout {
+            timeout_ms: self.timeout_ms(),
+            broker_addr: broker_addr.map(str::to_owned),
+        }
+    }
+}
+
+/// What to do after a failed attempt.
+enum Next {
+    Retry,
+    Busy,
+    GiveUp,
+}
+
+fn next_after(e: &ProducerError) -> Next {
+    match e {
+        _ if e.is_busy() => Next::Busy,
+        ProducerError::Broker { code, .. } if RETRYABLE_CODES.contains(&ResponseCode(*code)) => {
+            Next::Retry
+        }
+        ProducerError::Connection { .. } | ProducerError::Timeout { .. } => Next::Retry,
+        _ => Next::GiveUp,
+    }
+}
+
+impl Inner {
+    pub(crate) fn check_open(&self) -> Result<(), ProducerError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ProducerError::Shutdown);
+        }
+        Ok(())
+    }
+
+    /// Validates a message and gives it a unique key.
+    pub(crate) fn prepare(&self, msg: &Message) -> Result<Prepared, ProducerError> {
+        check_topic(&msg.topic, &self.config.create_topic_key)?;
+        check_body(msg.body.len(), self.config.max_message_size)?;
+        let key = self.ids.next_key().encode();
+        let properties = encode_properties(msg, &key)?;
+        Ok(Prepared {
+            topic: msg.topic.clone(),
+            body: msg.body.clone(),
+            flag: msg.flag,
+            properties,
+            msg_id: key,
+            batch: false,
+        })
+    }
+
+    /// Validates a batch (one topic, no delays) and encodes its body.
+    pub(crate) fn prepare_batch(&self, msgs: &[Message]) -> Result<Prepared, ProducerError> {
+        let illegal = |reason: String| ProducerError::MessageIllegal { reason };
+        let Some(first) = msgs.first() else {
+            return Err(illegal("the batch is empty".into()));
+        };
+        check_topic(&first.topic, &self.config.create_topic_key)?;
+        let mut entries = Vec::with_capacity(msgs.len());
+        let mut keys = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            if m.topic != first.topic {
+                return Err(illegal(format!(
+                    "all messages of a batch must have one topic; found {} and {}",
+                    first.topic, m.topic
+                )));
+            }
+            if m.delay_level.is_some() {
+                return Err(illegal("delayed messages cannot be batched".into()));
+            }
+            check_body(m.body.len(), self.config.max_message_size)?;
+            let key = self.ids.next_key().encode();
+            entries.push(BatchEntry {
+                flag: m.flag,
+                body: m.body.clone(),
+                properties: encode_properties(m, &key)?,
+            });
+            keys.push(key);
+        }
+        let body = encode_batch(&entries).map_err(|e| illegal(e.to_string()))?;
+        if body.len() > self.config.max_message_size {
+            return Err(illegal(format!(
+                "the encoded batch is {} bytes; maxMessageSize is {}",
+                body.len(),
+                self.config.max_message_size
+            )));
+        }
+        Ok(Prepared {
+            topic: first.topic.clone(),
+            body,
+            flag: 0,
+            properties: String::new(),
+            msg_id: keys.join(","),
+            batch: true,
+        })
+    }
+
+    /// Takes an in-flight permit, waiting at most until the deadline.
+    pub(crate) async fn acquire(
+        &self,
+        permits: &Arc<Semaphore>,
+        limit: usize,
+        budget: &Budget,
+    ) -> Result<OwnedSemaphorePermit, ProducerError> {
+        if let Ok(p) = Arc::clone(permits).try_acquire_owned() {
+            return Ok(p);
+        }
+        let wait = budget.remaining();
+        match tokio::time::timeout(wait, Arc::clone(permits).acquire_owned()).await {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(_)) => Err(ProducerError::Shutdown),
+            Err(_) => Err(ProducerError::TooManyRequests {
+                in_flight: limit.saturating_sub(permits.available_permits()),
+                waited_ms: millis(budget.start.elapsed()),
+            }),
+        }
+    }
+
+    /// The topic's queues.
+    pub(crate) async fn route(
+        &self,
+        topic: &str,
+        budget: &Budget,
+    ) -> Result<Arc<TopicPublishInfo>, ProducerError> {
+        self.routes.get(&self.client, topic, budget).await
+    }
+
+    /// Sends with up to `times_total` attempts, moving to another broker
+    /// after a retryable failure and treating `SYSTEM_BUSY` by the policy.
+    pub(crate) async fn send_with_retries(
+        &self,
+        prep: &Prepared,
+        budget: &Budget,
+        times_total: u32,
+    ) -> Result<SendResult, ProducerError> {
+        let info = self.route(&prep.topic, budget).await?;
+        if let Some(b) = &self.budget {
+            b.deposit();
+        }
+        let span = tracing::debug_span!(
+            "send",
+            topic = %prep.topic,
+            broker = tracing::field::Empty,
+            attempt = tracing::field::Empty
+        );
+        let mut last_broker: Option<String> = None;
+        let mut last_err: Option<ProducerError> = None;
+        let mut not_ok: Option<SendResult> = None;
+        let mut busy_retries = 0_u32;
+        for attempt in 0..times_total {
+            if budget.remaining().is_zero() {
+                break;
+            }
+            let faults = self.faults.as_ref();
+            let Some(mq) = info.select(last_broker.as_deref(), faults, Instant::now()) else {
+                break;
+            };
+            span.record("broker", mq.broker_name.as_str());
+            span.record("attempt", attempt);
+            let outcome = self
+                .attempt(&info, prep, &mq, budget, attempt > 0)
+                .instrument(span.clone())
+                .await;
+            let e = match outcome {
+                Ok(result)
+                    if result.status != SendStatus::SendOk
+                        && self.config.retry_another_broker_when_not_store_ok
+                        && attempt + 1 < times_total =>
+                {
+                    last_broker = Some(mq.broker_name);
+                    not_ok = Some(result);
+                    continue;
+                }
+                Ok(result) => return Ok(result),
+                Err(e) => e,
+            };
+            let give_up = |e| not_ok.clone().ok_or(e);
+            match next_after(&e) {
+                Next::GiveUp => return give_up(e),
+                Next::Retry => {
+                    if matches!(
+                        e,
+                        ProducerError::Broker { .. } | ProducerError::Connection { .. }
+                    ) {
+                        self.routes.mark_stale(&prep.topic);
+                    }
+                }
+                Next::Busy => {
+                    let BusyPolicy::RetryWithBackoff { base, max, .. } = self.config.busy_policy
+                    else {
+                        return give_up(e);
+                    };
+                    if attempt + 1 >= times_total {
+                        return give_up(e);
+                    }
+                    let hint = match &e {
+                        ProducerError::Broker { retry_after_ms, .. } => {
+                            retry_after_ms.map(Duration::from_millis)
+                        }
+                        _ => None,
+                    };
+                    let pause = backoff(base, max, busy_retries, hint, fastrand::f64());
+                    if pause >= budget.remaining() {
+                        return give_up(e);
+                    }
+                    if !self.budget.as_ref().is_some_and(RetryBudget::try_withdraw) {
+                        self.counters.budget_exhausted();
+                        tracing::debug!(parent: &span, "retry budget exhausted; busy answer returned");
+                        return give_up(e);
+                    }
+                    busy_retries += 1;
+                    self.counters.busy_retry();
+                    tracing::debug!(parent: &span, pause_ms = millis(pause), "broker busy; retrying after a pause");
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            last_broker = Some(mq.broker_name);
+            last_err = Some(e);
+        }
+        match (not_ok, last_err) {
+            (Some(result), _) => Ok(result),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(budget.timed_out(None)),
+        }
+    }
+
+    /// One attempt on one queue; updates the fault table.
+    pub(crate) async fn attempt(
+        &self,
+        info: &TopicPublishInfo,
+        prep: &Prepared,
+        mq: &MessageQueue,
+        budget: &Budget,
+        retry: bool,
+    ) -> Result<SendResult, ProducerError> {
+        let addr = info
+            .master_addr(&mq.broker_name)
+            .ok_or_else(|| ProducerError::NoRoute {
+                topic: prep.topic.clone(),
+            })?;
+        self.counters.attempt(retry);
+        let began = Instant::now();
+        let remaining = budget.remaining();
+        let request = send_request(&self.config, prep, mq);
+        let invoked = tokio::time::timeout(remaining, self.client.invoke(addr, request, remaining));
+        let result = match invoked.await {
+            Ok(Ok(response)) => parse_response(response, prep, mq, addr),
+            Ok(Err(e)) => Err(ProducerError::from_client(addr, e, budget.timeout_ms())),
+            Err(_) => Err(budget.timed_out(Some(addr))),
+        };
+        if let Some(faults) = &self.faults {
+            let failed = result.is_err();
+            faults.update(
+                &mq.broker_name,
+                began.elapsed(),
+                failed,
+                !failed,
+                Instant::now(),
+            );
+        }
+        if let Err(e) = &result {
+            tracing::debug!(broker_addr = addr, cause = %e, "send attempt failed");
+        }
+        result
+    }
+
+    /// A oneway send: one attempt, handed to the connection, no answer.
+    pub(crate) async fn oneway(
+        &self,
+        prep: &Prepared,
+        budget: &Budget,
+    ) -> Result<(), ProducerError> {
+        let info = self.route(&prep.topic, budget).await?;
+        let mq = info
+            .select(None, self.faults.as_ref(), Instant::now())
+            .ok_or_else(|| ProducerError::NoRoute {
+                topic: prep.topic.clone(),
+            })?;
+        let addr = info
+            .master_addr(&mq.broker_name)
+            .ok_or_else(|| ProducerError::NoRoute {
+                topic: prep.topic.clone(),
+            })?;
+        self.counters.attempt(false);
+        let request = send_request(&self.config, prep, &mq);
+        let span = tracing::debug_span!("send_oneway", topic = %prep.topic, broker = %mq.broker_name, attempt = 0);
+        let sent =
+            tokio::time::timeout(budget.remaining(), self.client.invoke_oneway(addr, request))
+                .instrument(span)
+                .await;
+        match sent {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ProducerError::from_client(addr, e, budget.timeout_ms())),
+            Err(_) => Err(budget.timed_out(Some(addr))),
+        }
+    }
+}
+
+/// Sends a prepared message once to one queue (`send_to_queue`).
+pub(crate) async fn send_once(
+    inner: &Inner,
+    prep: &Prepared,
+    queue: &MessageQueue,
+    budget: &Budget,
+) -> Result<SendResult, ProducerError> {
+    let info = inner.route(&prep.topic, budget).await?;
+    let span =
+        tracing::debug_span!("send", topic = %prep.topic, broker = %queue.broker_name, attempt = 0);
+    inner
+        .attempt(&info, prep, queue, budget, false)
+        .instrument(span)
+        .await
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_rules_follow_rocketmq_with_busy_apart() {
+        let broker = |code| ProducerError::Broker {
+            code,
+            remark: String::new(),
+            broker_addr: "b".into(),
+            retry_after_ms: None,
+        };
+        assert!(matches!(next_after(&broker(17)), Next::Retry));
+        assert!(matches!(next_after(&broker(1)), Next::Retry));
+        assert!(matches!(next_after(&broker(1500)), Next::Retry));
+        assert!(matches!(next_after(&broker(2)), Next::Busy));
+        assert!(matches!(next_after(&broker(13)), Next::GiveUp));
+        assert!(matches!(
+            next_after(&ProducerError::Timeout {
+                timeout_ms: 1,
+                broker_addr: None
+            }),
+            Next::Retry
+        ));
+        assert!(matches!(
+            next_after(&ProducerError::Protocol {
+                addr: "b".into(),
+                reason: String::new()
+            }),
+            Next::GiveUp
+        ));
+    }
+}

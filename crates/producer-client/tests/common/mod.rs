@@ -1,0 +1,287 @@
+//! Helpers for the producer's integration tests: a real broker in-process
+//! (on free loopback ports, in a temporary directory, with its embedded name
+//! server), fake brokers that misbehave on purpose and register themselves
+//! with that name server, and a bound on every test's duration.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::{
+    collections::BTreeMap,
+    future::Future,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use broker_server::{Broker, BrokerConfig};
+use producer_client::{BusyPolicy, ProducerConfig};
+use remoting_net::{serve, CancellationToken, ClientOptions, Connection, Handler, RemotingClient};
+use remoting_protocol::{
+    body::{self, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicRouteData},
+    header::{CreateTopicRequestHeader, GetRouteInfoRequestHeader, RegisterBrokerRequestHeader},
+    RemotingCommand, RequestCode, ResponseCode,
+};
+
+/// Fails the test if `fut` takes longer than `secs` seconds.
+pub async fn bounded<T>(secs: u64, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), fut)
+        .await
+        .expect("test took too long")
+}
+
+/// A running broker and what it needs to stay alive.
+pub struct TestBroker {
+    pub broker: Broker,
+    /// Remoting address, `127.0.0.1:port`.
+    pub addr: String,
+    /// The embedded name server's address, when it runs one.
+    pub namesrv: Option<String>,
+    pub client: RemotingClient,
+    _dir: tempfile::TempDir,
+}
+
+impl TestBroker {
+    /// Starts a broker with `key=value` overrides.
+    pub async fn start(overrides: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut all: Vec<(String, String)> = vec![
+            ("listenPort".into(), "0".into()),
+            ("namesrvListenPort".into(), "0".into()),
+            ("metricsListenPort".into(), "0".into()),
+            ("storePathRootDir".into(), dir.path().display().to_string()),
+            (
+                "mappedFileSizeCommitLog".into(),
+                (4 * 1024 * 1024).to_string(),
+            ),
+            (
+                "mappedFileSizeConsumeQueue".into(),
+                (10_000 * 20).to_string(),
+            ),
+            ("maxMessageSize".into(), (1024 * 1024).to_string()),
+        ];
+        all.extend(
+            overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let config = BrokerConfig::load(None, std::iter::empty(), &all).unwrap();
+        let broker = Broker::start(config).await.unwrap();
+        Self {
+            addr: broker
+                .remoting_addr()
+                .to_string()
+                .replace("0.0.0.0", "127.0.0.1"),
+            namesrv: broker
+                .namesrv_addr()
+                .map(|a| a.to_string().replace("0.0.0.0", "127.0.0.1")),
+            broker,
+            client: RemotingClient::new(ClientOptions::default()),
+            _dir: dir,
+        }
+    }
+
+    /// The embedded name server's address.
+    pub fn namesrv(&self) -> &str {
+        self.namesrv.as_deref().unwrap()
+    }
+
+    /// Creates a topic with 4 queues on this broker, which registers it at once.
+    pub async fn create_topic(&self, topic: &str) {
+        let request = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &CreateTopicRequestHeader {
+                topic: topic.into(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: 4,
+                write_queue_nums: 4,
+                perm: 6,
+                order: false,
+                ..CreateTopicRequestHeader::default()
+            },
+        );
+        let response = self
+            .client
+            .invoke(&self.addr, request, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+}
+
+/// A producer configuration for tests: the given name server, quick
+/// back-offs, everything else default.
+pub fn config(namesrv: &str) -> ProducerConfig {
+    ProducerConfig {
+        busy_policy: BusyPolicy::RetryWithBackoff {
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(5),
+            budget_ratio: 0.1,
+        },
+        ..ProducerConfig::with_namesrv(namesrv)
+    }
+}
+
+/// Waits until the name server's route for `topic` names `brokers` brokers.
+pub async fn wait_for_route(namesrv: &str, topic: &str, brokers: usize) -> TopicRouteData {
+    let client = RemotingClient::new(ClientOptions::default());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let request = RemotingCommand::request_with_header(
+            RequestCode::GET_ROUTEINFO_BY_TOPIC,
+            &GetRouteInfoRequestHeader {
+                topic: topic.into(),
+                accept_standard_json_only: Some(true),
+            },
+        );
+        let response = client
+            .invoke(namesrv, request, Duration::from_secs(3))
+            .await
+            .unwrap();
+        if response.response_code() == ResponseCode::SUCCESS {
+            let route: TopicRouteData = body::from_json(&response.body).unwrap();
+            if route.broker_datas.len() >= brokers {
+                return route;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "route of {topic} never reached {brokers} brokers"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How a fake broker treats every request.
+#[derive(Debug, Clone, Copy)]
+pub enum Behaviour {
+    /// Answers `SYSTEM_BUSY` with a `[TIMEOUT_CLEAN_QUEUE]` remark and, if
+    /// given, a `retryAfterMs` hint.
+    Busy { retry_after_ms: Option<u64> },
+    /// Never answers.
+    Silent,
+    /// Closes the connection on receiving a request.
+    HangUp,
+}
+
+struct FakeHandler {
+    behaviour: Behaviour,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Handler for FakeHandler {
+    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        match self.behaviour {
+            Behaviour::Busy { retry_after_ms } => {
+                let mut response = request.response_to(
+                    ResponseCode::SYSTEM_BUSY,
+                    Some(
+                        "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, \
+                         period in queue: 201ms, size of queue: 5"
+                            .into(),
+                    ),
+                );
+                if let Some(ms) = retry_after_ms {
+                    response.set_ext("retryAfterMs", ms.to_string());
+                }
+                if !request.is_oneway() {
+                    conn.send(response);
+                }
+            }
+            Behaviour::Silent => {}
+            Behaviour::HangUp => conn.close(),
+        }
+    }
+}
+
+/// A fake broker registered with a name server for some topics.
+pub struct FakeBroker {
+    pub addr: String,
+    requests: Arc<AtomicUsize>,
+    stop: CancellationToken,
+    // Keeps the registration's connection open: the name server drops a
+    // broker's routes when that connection closes.
+    _registration: RemotingClient,
+}
+
+impl FakeBroker {
+    /// Serves `behaviour` on a free port and registers as `broker_name`
+    /// (master) serving `topics` with 4 queues each.
+    pub async fn start(
+        behaviour: Behaviour,
+        namesrv: &str,
+        broker_name: &str,
+        topics: &[&str],
+    ) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let stop = CancellationToken::new();
+        let handler = Arc::new(FakeHandler {
+            behaviour,
+            requests: Arc::clone(&requests),
+        });
+        tokio::spawn(serve(
+            listener,
+            handler,
+            remoting_net::ServerOptions::default(),
+            stop.clone(),
+        ));
+        let table: BTreeMap<String, TopicConfig> = topics
+            .iter()
+            .map(|t| {
+                (
+                    (*t).to_owned(),
+                    TopicConfig {
+                        topic_name: (*t).to_owned(),
+                        read_queue_nums: 4,
+                        write_queue_nums: 4,
+                        ..TopicConfig::default()
+                    },
+                )
+            })
+            .collect();
+        let body = body::to_json(&RegisterBrokerBody {
+            topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
+                topic_config_table: table,
+                ..TopicConfigSerializeWrapper::default()
+            },
+            filter_server_list: Vec::new(),
+        });
+        let header = RegisterBrokerRequestHeader {
+            broker_name: broker_name.into(),
+            broker_addr: addr.clone(),
+            cluster_name: "DefaultCluster".into(),
+            ha_server_addr: String::new(),
+            broker_id: 0,
+            compressed: Some(false),
+            ..RegisterBrokerRequestHeader::default()
+        };
+        let registration = RemotingClient::new(ClientOptions::default());
+        let request = RemotingCommand::request_with_header(RequestCode::REGISTER_BROKER, &header)
+            .with_body(body);
+        let response = registration
+            .invoke(namesrv, request, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+        Self {
+            addr,
+            requests,
+            stop,
+            _registration: registration,
+        }
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FakeBroker {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
