@@ -98,6 +98,13 @@ pub struct BrokerSection {
     pub trace_on: bool,
     /// Flush consumer offsets to disk this often (ms). Default 5000.
     pub flush_consumer_offset_interval: u64,
+    /// Hold a pull that finds nothing until messages arrive or its
+    /// `suspendTimeoutMillis` passes. Default true.
+    pub long_polling_enable: bool,
+    /// Hold time of such a pull when long polling is off (ms). Default 1000.
+    pub short_polling_time_mills: u64,
+    /// Most pulls held at once; further ones are answered at once. Default 100000.
+    pub pull_hold_max_requests: usize,
 }
 
 impl Default for BrokerSection {
@@ -127,6 +134,9 @@ impl Default for BrokerSection {
             region_id: "DefaultRegion".into(),
             trace_on: true,
             flush_consumer_offset_interval: 5000,
+            long_polling_enable: true,
+            short_polling_time_mills: 1000,
+            pull_hold_max_requests: 100_000,
         }
     }
 }

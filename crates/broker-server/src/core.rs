@@ -33,6 +33,8 @@ pub struct Job {
     pub conn: Arc<Connection>,
     /// The request.
     pub request: RemotingCommand,
+    /// A parked pull served again: it is answered now, never parked twice.
+    pub resumed: bool,
 }
 
 /// Processor families, each with its own queue and workers.
@@ -117,6 +119,8 @@ pub struct BrokerCore {
     pub early_admission: AtomicBool,
     /// Busy responses carry [`RETRY_AFTER_MS`].
     pub retry_hint: AtomicBool,
+    /// Pulls parked by long polling.
+    pub pull_hold: crate::long_polling::PullHold,
     /// Set when topics change, so that the registration task runs at once.
     pub topics_changed: tokio::sync::Notify,
     /// When the broker started (ms since the epoch).
@@ -179,7 +183,9 @@ impl BrokerCore {
             ms(f.wait_time_mills_in_admin_broker_queue),
         );
         fast_failure.set_enabled(f.broker_fast_failure_enable);
+        let pull_hold = crate::long_polling::PullHold::new(b.pull_hold_max_requests);
         Self {
+            pull_hold,
             early_admission: AtomicBool::new(f.early_admission_enable),
             retry_hint: AtomicBool::new(f.busy_retry_hint_enable),
             config: RwLock::new(Arc::new(config)),
@@ -329,6 +335,9 @@ impl BrokerCore {
         let send = Arc::clone(&self.queues[0]);
         while !send.is_closed() {
             thread::sleep(Duration::from_millis(10));
+            for job in self.pull_hold.expired(Instant::now()) {
+                self.resume(job);
+            }
             for (task, reason) in self
                 .fast_failure
                 .sweep(Instant::now(), || self.store.is_os_page_cache_busy())
@@ -338,8 +347,23 @@ impl BrokerCore {
         }
     }
 
+    /// Serves a parked pull again: back into the pull queue, never parked twice.
+    pub fn resume(&self, mut job: Job) {
+        job.resumed = true;
+        if let Err(rejected) = self.queue(Family::Pull).try_push(job, Instant::now()) {
+            self.reject(
+                &rejected.payload.conn,
+                &rejected.payload.request,
+                rejected.reason,
+            );
+        }
+    }
+
     /// Closes every queue and answers what is still queued as refused.
     pub fn close_queues(&self) {
+        for job in self.pull_hold.drain() {
+            self.reject(&job.conn, &job.request, Reason::ShuttingDown);
+        }
         for queue in &self.queues {
             queue.close();
             for task in queue.drain() {
@@ -367,6 +391,7 @@ impl Handler for BrokerCore {
         let job = Job {
             conn: Arc::clone(conn),
             request,
+            resumed: false,
         };
         let now = Instant::now();
         let pushed = if family == Family::Send {

@@ -12,6 +12,7 @@
 pub mod clients;
 pub mod config;
 pub mod core;
+pub mod long_polling;
 pub mod metrics;
 pub mod offsets;
 mod persist;
@@ -170,6 +171,16 @@ impl Broker {
             topics,
             offsets,
             store_host,
+        ));
+        let weak = Arc::downgrade(&core);
+        core.store.set_arrival_listener(Arc::new(
+            move |topic: &str, queue_id: i32, max_offset: i64| {
+                if let Some(core) = weak.upgrade() {
+                    for job in core.pull_hold.arrived(topic, queue_id, max_offset) {
+                        core.resume(job);
+                    }
+                }
+            },
         ));
         let threads = core
             .start_threads()

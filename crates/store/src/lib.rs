@@ -32,4 +32,4 @@ pub use error::{PutError, StoreError};
 pub use mmap::{MappedFile, OS_PAGE_SIZE};
 pub use pool::TransientStorePool;
 pub use record::MessageToStore;
-pub use store::{GetResult, GetStatus, MessageStore, PutOutcome, PutStatus};
+pub use store::{ArrivalListener, GetResult, GetStatus, MessageStore, PutOutcome, PutStatus};

@@ -105,6 +105,7 @@ struct Inner {
     housekeeping: Signal,
     shutting_down: AtomicBool,
     flush_time: metrics::Histogram,
+    arrival: ArrivalSlot,
 }
 
 /// The message store.
@@ -192,6 +193,7 @@ impl MessageStore {
             housekeeping: Signal::default(),
             shutting_down: AtomicBool::new(false),
             flush_time: metrics::histogram!("sluice_store_flush_seconds"),
+            arrival: ArrivalSlot::default(),
             config,
         });
         // Catch the queues up with the log before serving reads.
@@ -334,6 +336,17 @@ impl MessageStore {
             min_offset: min,
             max_offset: max,
         }
+    }
+
+    /// Sets the function called (on the dispatch thread) after new messages
+    /// of a queue were indexed; it must be quick.
+    pub fn set_arrival_listener(&self, listener: Arc<ArrivalListener>) {
+        *self
+            .inner
+            .arrival
+            .0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(listener);
     }
 
     /// The record at a physical offset.
@@ -621,6 +634,19 @@ impl Inner {
             from = reached;
             self.reput_from.store(from, Ordering::Release);
         }
+        if from > start {
+            let listener = self
+                .arrival
+                .0
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(listener) = listener {
+                for q in queues.touched() {
+                    listener(q.topic(), q.queue_id(), q.max_offset());
+                }
+            }
+        }
         from > start
     }
 
@@ -837,10 +863,10 @@ impl Inner {
 }
 
 /// The queues one dispatch pass has used, so that consecutive records skip
-/// the shared map.
+/// the shared map and arrivals can be announced once per queue per pass.
 #[derive(Default)]
 struct QueueCache {
-    recent: Vec<(String, i32, Arc<ConsumeQueue>)>,
+    queues: HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>,
 }
 
 impl QueueCache {
@@ -849,22 +875,33 @@ impl QueueCache {
         topic: &str,
         queue_id: i32,
         load: impl FnOnce() -> Arc<ConsumeQueue>,
-    ) -> &ConsumeQueue {
-        let pos = match self
-            .recent
-            .iter()
-            .position(|(t, q, _)| *q == queue_id && t == topic)
-        {
-            Some(pos) => pos,
-            None => {
-                if self.recent.len() >= 64 {
-                    self.recent.clear();
-                }
-                self.recent.push((topic.to_owned(), queue_id, load()));
-                self.recent.len() - 1
-            }
-        };
-        &self.recent[pos].2
+    ) -> Arc<ConsumeQueue> {
+        if let Some(q) = self.queues.get(topic).and_then(|m| m.get(&queue_id)) {
+            return Arc::clone(q);
+        }
+        let q = load();
+        self.queues
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(queue_id, Arc::clone(&q));
+        q
+    }
+
+    fn touched(&self) -> impl Iterator<Item = &ConsumeQueue> {
+        self.queues.values().flat_map(|q| q.values()).map(|q| &**q)
+    }
+}
+
+/// Called after new messages were indexed: topic, queue id and the queue's
+/// new end offset.
+pub type ArrivalListener = dyn Fn(&str, i32, i64) + Send + Sync;
+
+#[derive(Default)]
+struct ArrivalSlot(RwLock<Option<Arc<ArrivalListener>>>);
+
+impl std::fmt::Debug for ArrivalSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArrivalSlot")
     }
 }
 

@@ -19,7 +19,9 @@ pub(crate) fn process(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
         RequestCode::SEND_MESSAGE
         | RequestCode::SEND_MESSAGE_V2
         | RequestCode::SEND_BATCH_MESSAGE => send_message::send(core, job),
-        RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => pull_message::pull(core, req),
+        RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => {
+            pull_message::pull(core, job)?
+        }
         RequestCode::QUERY_CONSUMER_OFFSET => consumer_offset::query(core, req),
         RequestCode::UPDATE_CONSUMER_OFFSET => consumer_offset::update(core, req),
         RequestCode::GET_MAX_OFFSET => consumer_offset::max_offset(core, req),

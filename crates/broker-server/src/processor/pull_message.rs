@@ -1,8 +1,10 @@
 //! `PULL_MESSAGE` and `LITE_PULL_MESSAGE`: plain reads from a queue.
 
+use std::{sync::Arc, time::Duration};
+
 use bytes::BytesMut;
 use message_model::{
-    flags::{is_readable, PULL_COMMIT_OFFSET},
+    flags::{is_readable, PULL_COMMIT_OFFSET, PULL_SUSPEND},
     tag_hash,
 };
 use remoting_protocol::{
@@ -11,17 +13,67 @@ use remoting_protocol::{
 };
 use store::GetStatus;
 
-use crate::{core::BrokerCore, processor::bad_header};
+use crate::{
+    core::{BrokerCore, Job},
+    processor::bad_header,
+};
 
 /// Most bytes one pull returns when the request sets no limit.
 const DEFAULT_MAX_PULL_BYTES: usize = 256 * 1024;
 
-/// Reads messages and answers with them and the next offsets.
-pub(crate) fn pull(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+/// Reads messages and answers with them and the next offsets; parks the
+/// pull (answering later, `None` now) when it finds nothing and may wait.
+pub(crate) fn pull(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
+    let req = &job.request;
     let header: PullMessageRequestHeader = match req.decode_header() {
         Ok(h) => h,
-        Err(e) => return bad_header(req, &e),
+        Err(e) => return Some(bad_header(req, &e)),
     };
+    let response = read(core, req, &header);
+    if response.response_code() != ResponseCode::PULL_NOT_FOUND
+        || job.resumed
+        || header.sys_flag & PULL_SUSPEND == 0
+    {
+        return Some(response);
+    }
+    let cfg = core.config();
+    let hold = if cfg.broker.long_polling_enable {
+        Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
+    } else {
+        Duration::from_millis(cfg.broker.short_polling_time_mills)
+    };
+    let parked = Job {
+        conn: Arc::clone(&job.conn),
+        request: req.clone(),
+        resumed: true,
+    };
+    match core.pull_hold.park(
+        parked,
+        &header.topic,
+        header.queue_id,
+        header.queue_offset,
+        hold,
+    ) {
+        Ok(()) => {
+            // A message may have arrived between the read and the parking.
+            let max = core
+                .store
+                .max_offset_in_queue(&header.topic, header.queue_id);
+            for ready in core.pull_hold.arrived(&header.topic, header.queue_id, max) {
+                core.resume(ready);
+            }
+            None
+        }
+        Err(_) => Some(response),
+    }
+}
+
+fn read(
+    core: &BrokerCore,
+    req: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+) -> RemotingCommand {
+    let header = header.clone();
     let cfg = core.config();
     if !is_readable(cfg.broker.broker_permission) {
         return req.response_to(
