@@ -1,4 +1,90 @@
-//! Pull and push consumers: offsets, long polling, rebalancing and
-//! consumer-side flow control.
+//! Pull and push consumers for Sluice and RocketMQ brokers: offsets, long
+//! polling, clustering-mode rebalancing and consumer-side flow control.
 //!
-//! This crate is a skeleton until the consumers are built.
+//! - [`PullConsumer`]: the application picks queues and offsets, pulls (with
+//!   a tag expression and optional long polling) and commits offsets itself.
+//! - [`PushConsumer`]: subscribes to topics with tag expressions, takes its
+//!   share of each topic's queues among the group's members, long-polls them
+//!   and hands messages to a [`MessageHandler`] on a bounded pool.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), consumer_client::ConsumerError> {
+//! use consumer_client::{ConsumeStatus, ConsumerConfig, FnHandler, PushConsumer};
+//!
+//! let consumer = PushConsumer::new(ConsumerConfig::new("127.0.0.1:9876", "G"))?;
+//! consumer.subscribe("TopicTest", "TagA || TagB")?;
+//! consumer
+//!     .start(FnHandler(|msgs: Vec<consumer_client::MessageExt>| async move {
+//!         for m in &msgs {
+//!             println!("{} {:?}", m.msg_id, m.body);
+//!         }
+//!         ConsumeStatus::Success
+//!     }))
+//!     .await?;
+//! // ...
+//! consumer.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Delivery guarantee: at least once
+//!
+//! A push consumer commits, per queue, the offset of the *smallest message
+//! still cached* (pulled but not yet accepted by the handler), or one past
+//! the last cached message when none is left — RocketMQ's process-queue rule.
+//! An offset is therefore committed only after the handler returned
+//! [`ConsumeStatus::Success`] for every message below it, and a message is
+//! only skipped by a later owner once its offset is committed. Nothing is
+//! lost; a message can be handled more than once when:
+//!
+//! - the consumer crashes or is killed after the handler succeeded but before
+//!   the offset reached the broker (offsets are sent every
+//!   `persist_offset_interval`, piggy-backed on pulls, when a rebalance
+//!   releases a queue, and at [`PushConsumer::shutdown`]);
+//! - a rebalance moves a queue before its old owner committed everything it
+//!   handled (a handler still running when the queue is released keeps
+//!   running, but its offset is no longer committed), or while a message
+//!   is being retried;
+//! - a message with a lower offset is slow or retried: messages above it
+//!   stay uncommitted until it succeeds, and are handled again after a crash;
+//! - the handler returns [`ConsumeStatus::RetryLater`]: the whole batch is
+//!   handed over again after `retry_backoff`.
+//!
+//! Handlers must therefore be idempotent (dedupe on [`MessageExt::msg_id`],
+//! the producer's `UNIQ_KEY`).
+//!
+//! Retries stay in this process: RocketMQ sends a failed message back to the
+//! broker (`CONSUMER_SEND_MSG_BACK`) into the group's `%RETRY%` topic with a
+//! growing delay and, after 16 attempts, into `%DLQ%`. Here the batch stays
+//! in the queue's cache and is retried after `retry_backoff`, without limit;
+//! it also holds the queue's commit offset back (and, once the cache fills,
+//! the queue's pulling), which RocketMQ's send-back avoids.
+//!
+//! # Invariants worth naming
+//! - A released queue's offset is committed once, after its pull task
+//!   stopped, and no later handler result can move it again.
+//! - At most `consume_thread_max` handler calls run at once; a queue is not
+//!   pulled while it caches more than `pull_threshold_for_queue` messages or
+//!   `pull_threshold_size_for_queue_bytes` body bytes.
+#![deny(clippy::unwrap_used)]
+
+mod allocate;
+mod api;
+mod config;
+mod error;
+mod handler;
+mod message;
+mod process_queue;
+mod pull;
+mod push;
+mod queue_task;
+mod stats;
+
+pub use allocate::allocate_averagely;
+pub use config::{ConsumeFromWhere, ConsumerConfig};
+pub use error::ConsumerError;
+pub use handler::{ConsumeStatus, FnHandler, MessageHandler};
+pub use message::{MessageExt, MessageQueue};
+pub use pull::{PullConsumer, PullOptions, PullResult, PullStatus};
+pub use push::PushConsumer;
+pub use stats::ConsumerStats;

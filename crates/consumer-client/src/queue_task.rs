@@ -1,0 +1,184 @@
+//! One owned queue: the pull loop with consumer-side flow control, and the
+//! handler calls it starts.
+
+use std::sync::Arc;
+
+use remoting_net::CancellationToken;
+
+use crate::{
+    api::PullSpec,
+    handler::{ConsumeStatus, MessageHandler},
+    process_queue::ProcessQueue,
+    push::Inner,
+    stats::Counters,
+    ConsumeFromWhere, ConsumerError, MessageExt, MessageQueue, PullStatus,
+};
+
+/// Pulls `mq` until `stop` fires.
+pub(crate) async fn run<H: MessageHandler>(
+    inner: Arc<Inner>,
+    handler: Arc<H>,
+    mq: MessageQueue,
+    pq: Arc<ProcessQueue>,
+    stop: CancellationToken,
+) {
+    let cfg = &inner.config;
+    let mut offset = loop {
+        match start_offset(&inner, &mq).await {
+            Ok(o) => break o,
+            Err(e) => {
+                tracing::warn!(queue = %mq, cause = %e, "cannot find where to start");
+                if pause(&stop, cfg.pull_error_delay).await {
+                    return;
+                }
+            }
+        }
+    };
+    tracing::debug!(queue = %mq, offset, "pulling");
+    let expression = inner
+        .subscription(&mq.topic)
+        .unwrap_or_else(|| "*".to_owned());
+    let mut paused_logged = 0u64;
+    loop {
+        if stop.is_cancelled() {
+            return;
+        }
+        let (count, bytes) = pq.size();
+        if count > cfg.pull_threshold_for_queue || bytes > cfg.pull_threshold_size_for_queue_bytes {
+            let total = Counters::add(&inner.counters.flow_control_pauses, 1);
+            // Rate-limited like RocketMQ: the first pause, then every 1000th.
+            if paused_logged == 0 || total / 1000 > paused_logged / 1000 {
+                tracing::warn!(
+                    queue = %mq, cached = count, cached_bytes = bytes, pauses = total,
+                    "queue cache over its threshold; pulling paused"
+                );
+                paused_logged = total;
+            }
+            if pause(&stop, cfg.flow_control_pause).await {
+                return;
+            }
+            continue;
+        }
+        let spec = PullSpec {
+            group: &cfg.consumer_group,
+            offset,
+            max: cfg.pull_batch_size,
+            expression: &expression,
+            suspend: Some(cfg.suspend_timeout),
+            commit_offset: inner.consumed_offset(&mq),
+            timeout: cfg.pull_timeout,
+        };
+        let result = tokio::select! {
+            () = stop.cancelled() => return,
+            r = inner.api.pull(&mq, &spec) => r,
+        };
+        match result {
+            Ok(r) => match r.status {
+                PullStatus::Found => {
+                    offset = r.next_begin_offset;
+                    Counters::add(&inner.counters.pulled, r.messages.len());
+                    pq.put(&r.messages);
+                    dispatch(&inner, &handler, &mq, &pq, r.messages);
+                }
+                PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => offset = r.next_begin_offset,
+                PullStatus::OffsetIllegal => {
+                    tracing::warn!(queue = %mq, offset, next = r.next_begin_offset, "offset outside the queue; moving on");
+                    offset = r.next_begin_offset;
+                    if pq.size().0 == 0 {
+                        inner.commit_if_owned(&mq, &pq, offset);
+                    }
+                }
+            },
+            Err(e) => {
+                Counters::add(&inner.counters.pull_errors, 1);
+                tracing::warn!(queue = %mq, cause = %e, "pull failed");
+                if pause(&stop, cfg.pull_error_delay).await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The committed offset, else the end or the start of the queue.
+async fn start_offset(inner: &Inner, mq: &MessageQueue) -> Result<u64, ConsumerError> {
+    if let Some(o) = inner
+        .api
+        .query_offset(&inner.config.consumer_group, mq)
+        .await?
+    {
+        return Ok(o);
+    }
+    let last = inner.config.consume_from_where == ConsumeFromWhere::LastOffset;
+    inner.api.queue_offset(mq, last).await
+}
+
+/// Starts one handler call per batch; each waits for a pool permit.
+fn dispatch<H: MessageHandler>(
+    inner: &Arc<Inner>,
+    handler: &Arc<H>,
+    mq: &MessageQueue,
+    pq: &Arc<ProcessQueue>,
+    mut messages: Vec<MessageExt>,
+) {
+    let size = inner.config.consume_batch_max_size;
+    while !messages.is_empty() {
+        let rest = messages.split_off(size.min(messages.len()));
+        let batch = std::mem::replace(&mut messages, rest);
+        // Not joined: the pool semaphore bounds them, and shutdown waits for
+        // the running ones by taking every permit.
+        tokio::spawn(consume(
+            Arc::clone(inner),
+            Arc::clone(handler),
+            mq.clone(),
+            Arc::clone(pq),
+            batch,
+        ));
+    }
+}
+
+/// Calls the handler until it accepts the batch, then commits what is safe.
+async fn consume<H: MessageHandler>(
+    inner: Arc<Inner>,
+    handler: Arc<H>,
+    mq: MessageQueue,
+    pq: Arc<ProcessQueue>,
+    batch: Vec<MessageExt>,
+) {
+    loop {
+        let Ok(permit) = inner.pool.acquire().await else {
+            return;
+        };
+        if pq.is_dropped() || inner.is_stopping() {
+            // Not handled and not committed: the queue's next owner (or this
+            // consumer after a restart) gets these messages again.
+            return;
+        }
+        let status = handler.consume(&batch).await;
+        drop(permit);
+        match status {
+            ConsumeStatus::Success => {
+                Counters::add(&inner.counters.consumed, batch.len());
+                if let Some(commit) = pq.remove(batch.iter().map(|m| m.queue_offset)) {
+                    inner.commit_if_owned(&mq, &pq, commit);
+                }
+                return;
+            }
+            ConsumeStatus::RetryLater => {
+                Counters::add(&inner.counters.retried, batch.len());
+                tokio::select! {
+                    () = inner.stop.cancelled() => return,
+                    () = tokio::time::sleep(inner.config.retry_backoff) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps unless `stop` fires first; returns whether it fired.
+async fn pause(stop: &CancellationToken, d: std::time::Duration) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => true,
+        () = tokio::time::sleep(d) => false,
+    }
+}

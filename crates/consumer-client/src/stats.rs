@@ -1,0 +1,48 @@
+//! Counters of a push consumer.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of a push consumer's counters since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumerStats {
+    /// Messages pulled.
+    pub pulled: u64,
+    /// Messages the handler accepted.
+    pub consumed: u64,
+    /// Messages handed back for a retry (each retry counts).
+    pub retried: u64,
+    /// Times a queue's pulling paused because its cache was over a threshold.
+    pub flow_control_pauses: u64,
+    /// Pulls that failed.
+    pub pull_errors: u64,
+    /// Rebalances that changed the owned queues.
+    pub rebalances: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub pulled: AtomicU64,
+    pub consumed: AtomicU64,
+    pub retried: AtomicU64,
+    pub flow_control_pauses: AtomicU64,
+    pub pull_errors: AtomicU64,
+    pub rebalances: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, n: usize) -> u64 {
+        counter.fetch_add(n as u64, Ordering::Relaxed) + n as u64
+    }
+
+    pub(crate) fn snapshot(&self) -> ConsumerStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ConsumerStats {
+            pulled: get(&self.pulled),
+            consumed: get(&self.consumed),
+            retried: get(&self.retried),
+            flow_control_pauses: get(&self.flow_control_pauses),
+            pull_errors: get(&self.pull_errors),
+            rebalances: get(&self.rebalances),
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Push consumers against an in-process broker: queue sharing within a
+//! group, rebalancing on join and leave, flow control and long polling.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    time::{Duration, Instant},
+};
+
+use common::{wait_for, Recorder};
+use consumer_client::{ConsumerConfig, PushConsumer};
+use producer_client::Message;
+use remoting_net::{ClientOptions, RemotingClient};
+use remoting_protocol::{
+    header::{SendMessageRequestHeader, SendMessageRequestHeaderV2},
+    RemotingCommand, RequestCode, ResponseCode,
+};
+
+async fn send_all(p: &producer_client::Producer, tag: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        let msg = Message::new("SplitT", format!("{tag}-{i}"));
+        ids.push(p.send(msg).await.unwrap().msg_id);
+    }
+    ids
+}
+
+async fn start(config: ConsumerConfig, topic: &str, handler: Recorder) -> PushConsumer {
+    let c = PushConsumer::new(config).unwrap();
+    c.subscribe(topic, "*").unwrap();
+    c.start(handler).await.unwrap();
+    c
+}
+
+/// Sends one message straight to a queue (the producer picks queues itself).
+async fn send_to_queue(addr: &str, topic: &str, queue_id: i32, body: &str) {
+    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "PG".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        properties: Some(format!("UNIQ_KEY\u{1}{body}\u{2}")),
+        ..SendMessageRequestHeader::default()
+    });
+    let req = RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header)
+        .with_body(body.as_bytes().to_vec());
+    let client = RemotingClient::new(ClientOptions::default());
+    let resp = client
+        .invoke(addr, req, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_consumers_in_a_group_split_the_queues_and_receive_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::TestBroker::start(dir.path()).await;
+    b.create_topic("SplitT", 8).await;
+    let (ra, rb) = (Recorder::default(), Recorder::default());
+    let a = start(b.consumer_config("SplitG"), "SplitT", ra.clone()).await;
+    let c = start(b.consumer_config("SplitG"), "SplitT", rb.clone()).await;
+    wait_for(Duration::from_secs(10), || async {
+        a.owned_queues().len() == 4 && c.owned_queues().len() == 4
+    })
+    .await;
+
+    let (p1, p2) = (b.producer().await, b.producer().await);
+    let (s1, s2) = tokio::join!(send_all(&p1, "p1"), send_all(&p2, "p2"));
+    let sent: BTreeSet<String> = s1.into_iter().chain(s2).collect();
+    assert_eq!(sent.len(), 400);
+
+    wait_for(Duration::from_secs(15), || async {
+        let got: BTreeSet<String> = ra.ids().into_iter().chain(rb.ids()).collect();
+        sent.is_subset(&got)
+    })
+    .await;
+    let all: Vec<String> = ra.ids().into_iter().chain(rb.ids()).collect();
+    let unique: BTreeSet<&String> = all.iter().collect();
+    eprintln!(
+        "consumer a: {} messages, consumer b: {} messages, duplicates: {}",
+        ra.count(),
+        rb.count(),
+        all.len() - unique.len()
+    );
+    assert!(ra.count() > 0 && rb.count() > 0);
+    let qa: BTreeSet<_> = a.owned_queues().into_iter().collect();
+    let qb: BTreeSet<_> = c.owned_queues().into_iter().collect();
+    assert!(qa.is_disjoint(&qb));
+
+    a.shutdown().await;
+    c.shutdown().await;
+    p1.shutdown().await;
+    p2.shutdown().await;
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_consumer_joining_then_leaving_rebalances_and_leaves_no_queue_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::TestBroker::start(dir.path()).await;
+    b.create_topic("JoinT", 8).await;
+    let ra = Recorder::default();
+    let a = start(b.consumer_config("JoinG"), "JoinT", ra.clone()).await;
+    wait_for(Duration::from_secs(10), || async {
+        a.owned_queues().len() == 8
+    })
+    .await;
+
+    let joiner = start(b.consumer_config("JoinG"), "JoinT", Recorder::default()).await;
+    wait_for(Duration::from_secs(10), || async {
+        a.owned_queues().len() == 4 && joiner.owned_queues().len() == 4
+    })
+    .await;
+    joiner.shutdown().await;
+    wait_for(Duration::from_secs(10), || async {
+        a.owned_queues().len() == 8
+    })
+    .await;
+
+    for q in 0..8 {
+        send_to_queue(&b.addr, "JoinT", q, &format!("after-leave-{q}")).await;
+    }
+    wait_for(Duration::from_secs(10), || async {
+        let ids: BTreeSet<String> = ra.ids().into_iter().collect();
+        (0..8).all(|q| ids.contains(&format!("after-leave-{q}")))
+    })
+    .await;
+    assert!(a.stats().rebalances >= 3, "{:?}", a.stats());
+
+    a.shutdown().await;
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn flow_control_pauses_a_queue_behind_a_slow_handler_and_then_releases_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::TestBroker::start(dir.path()).await;
+    b.create_topic("SlowT", 1).await;
+    for i in 0..100 {
+        send_to_queue(&b.addr, "SlowT", 0, &format!("slow-{i}")).await;
+    }
+    let recorder = Recorder::slow(Duration::from_millis(10));
+    let config = ConsumerConfig {
+        pull_threshold_for_queue: 10,
+        consume_thread_max: 2,
+        ..b.consumer_config("SlowG")
+    };
+    let c = start(config, "SlowT", recorder.clone()).await;
+    wait_for(Duration::from_secs(20), || async {
+        recorder.count() >= 100
+    })
+    .await;
+    let stats = c.stats();
+    eprintln!("flow control: {stats:?}");
+    assert!(stats.flow_control_pauses > 0, "{stats:?}");
+    assert_eq!(stats.consumed, 100);
+    let ids: BTreeSet<String> = recorder.ids().into_iter().collect();
+    assert_eq!(ids.len(), 100);
+
+    c.shutdown().await;
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_sent_while_the_pull_is_parked_is_handled_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::TestBroker::start(dir.path()).await;
+    b.create_topic("PollT", 1).await;
+    let recorder = Recorder::default();
+    let c = start(b.consumer_config("PollG"), "PollT", recorder.clone()).await;
+    wait_for(Duration::from_secs(10), || async {
+        c.owned_queues().len() == 1
+    })
+    .await;
+    // Let the first pull reach the broker and park there.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut delays = HashMap::new();
+    for i in 0..3 {
+        let body = format!("poll-{i}");
+        let sent_at = Instant::now();
+        send_to_queue(&b.addr, "PollT", 0, &body).await;
+        wait_for(Duration::from_secs(5), || async {
+            recorder.ids().contains(&body)
+        })
+        .await;
+        let handled_at = recorder
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(m, _)| m.msg_id == body)
+            .map(|(_, t)| *t)
+            .unwrap();
+        delays.insert(body, handled_at - sent_at);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    eprintln!("long polling: send-to-handler delays {delays:?}");
+    assert!(delays.values().all(|d| *d < Duration::from_secs(5)));
+
+    c.shutdown().await;
+    b.broker.shutdown().await;
+}
