@@ -58,6 +58,16 @@ pub struct ProducerConfig {
     pub create_topic_key: String,
     /// Queues per broker of an auto-created topic. Default 4; 1..=1024.
     pub default_topic_queue_nums: i32,
+    /// Bodies of single messages longer than this many bytes are
+    /// zlib-compressed (level 5) before sending; batches never are. Default
+    /// 4096; any value (`usize::MAX` turns compression off).
+    pub compress_msg_body_over_howmuch: usize,
+    /// When true, [`crate::Producer::send_async`] waits for an in-flight
+    /// permit (`clientAsyncSemaphoreValue`) as long as it takes, and the
+    /// send's `sendMsgTimeout` starts once it has one; when false, a send
+    /// that gets no permit within `sendMsgTimeout` fails with
+    /// [`ProducerError::TooManyRequests`]. Default false.
+    pub enable_backpressure_for_async_mode: bool,
     /// What to do when a broker answers `SYSTEM_BUSY`. Default
     /// [`BusyPolicy::default`].
     pub busy_policy: BusyPolicy,
@@ -80,6 +90,8 @@ impl Default for ProducerConfig {
             mq_client_api_timeout: Duration::from_millis(3000),
             create_topic_key: "TBW102".into(),
             default_topic_queue_nums: 4,
+            compress_msg_body_over_howmuch: 4096,
+            enable_backpressure_for_async_mode: false,
             busy_policy: BusyPolicy::default(),
         }
     }
@@ -309,6 +321,8 @@ mod tests {
         assert_eq!(c.client_async_semaphore_value, 65535);
         assert_eq!(c.poll_name_server_interval, Duration::from_secs(30));
         assert!(!c.send_latency_fault_enable);
+        assert_eq!(c.compress_msg_body_over_howmuch, 4096);
+        assert!(!c.enable_backpressure_for_async_mode);
         assert!(matches!(
             c.busy_policy,
             BusyPolicy::RetryWithBackoff { budget_ratio, .. } if (budget_ratio - 0.1).abs() < 1e-9
@@ -372,6 +386,15 @@ mod tests {
         let c = ProducerConfig::deserialize(numbers).unwrap();
         assert_eq!(c.send_msg_timeout, Duration::from_millis(1500));
         assert_eq!(c.retry_times_when_send_failed, 5);
+
+        let compression: MapDeserializer<'_, _, serde::de::value::Error> =
+            MapDeserializer::new([("compressMsgBodyOverHowmuch", 1024_u64)].into_iter());
+        let c = ProducerConfig::deserialize(compression).unwrap();
+        assert_eq!(c.compress_msg_body_over_howmuch, 1024);
+        let backpressure: MapDeserializer<'_, _, serde::de::value::Error> =
+            MapDeserializer::new([("enableBackpressureForAsyncMode", true)].into_iter());
+        let c = ProducerConfig::deserialize(backpressure).unwrap();
+        assert!(c.enable_backpressure_for_async_mode);
 
         let unknown: MapDeserializer<'_, _, serde::de::value::Error> =
             MapDeserializer::new([("sendMsgTimeoutMs", 1_u64)].into_iter());

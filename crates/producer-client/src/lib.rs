@@ -18,7 +18,9 @@
 //!
 //! # The path of one send
 //! 1. Validate the message (topic name, body size against
-//!    `maxMessageSize`, properties) and give it a `UNIQ_KEY`.
+//!    `maxMessageSize`, properties), give it a `UNIQ_KEY` and zlib-compress
+//!    a body over `compressMsgBodyOverHowmuch` (sysFlag `0x1 | 0x300`; see
+//!    [`decompress_body`]).
 //! 2. Take an in-flight permit within the send timeout, else
 //!    [`ProducerError::TooManyRequests`].
 //! 3. Find the topic's queues: cached, else `GET_ROUTEINFO_BY_TOPIC` from the
@@ -30,6 +32,9 @@
 //! 5. On a retryable failure try another broker; on `SYSTEM_BUSY` follow
 //!    the [`BusyPolicy`].
 //!
+//! Ordered sends ([`Producer::send_with_selector`]) replace steps 4 and 5
+//! with the caller's [`MessageQueueSelector`] and a single attempt.
+//!
 //! # Invariants worth naming
 //! - No send outlives its budget (`sendMsgTimeout`): permit wait, route
 //!   lookup, attempts and back-off pauses all come out of it.
@@ -39,10 +44,12 @@
 #![deny(clippy::unwrap_used)]
 
 mod budget;
+mod compress;
 mod config;
 mod error;
 mod fault;
 mod message;
+mod ordered;
 mod producer;
 mod route;
 mod selector;
@@ -51,9 +58,11 @@ mod stats;
 mod wire;
 
 pub use budget::RETRY_BUDGET_CAP_TOKENS;
+pub use compress::{decompress_body, DecompressError, COMPRESS_LEVEL};
 pub use config::{split_addrs, BusyPolicy, ProducerConfig};
 pub use error::ProducerError;
 pub use message::{Message, MessageQueue, SendResult, SendStatus, TOPIC_MAX_LEN};
+pub use ordered::{select_by_key, MessageQueueSelector};
 pub use producer::{Producer, SendHandle};
 pub use send::RETRYABLE_CODES;
 pub use stats::ProducerStats;

@@ -151,6 +151,8 @@ pub(crate) struct Prepared {
     pub topic: String,
     pub body: Bytes,
     pub flag: i32,
+    /// `COMPRESSED | COMPRESSION_ZLIB` when the body was compressed, else 0.
+    pub sys_flag: i32,
     pub properties: String,
     /// `UNIQ_KEY`, or the batch's keys joined by commas.
     pub msg_id: String,

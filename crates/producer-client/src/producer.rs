@@ -10,15 +10,17 @@ use std::{
 };
 
 use remoting_net::{CancellationToken, ClientOptions, RemotingClient};
-use remoting_protocol::message::UniqueIdGenerator;
+use remoting_protocol::{message::UniqueIdGenerator, RemotingCommand};
 use tokio::{sync::Semaphore, task::JoinHandle};
 
 use crate::{
     budget::RetryBudget,
     fault::FaultTable,
+    ordered::{send_selected, MessageQueueSelector},
     route::RouteCache,
     send::{send_once, Budget, Inner},
     stats::Counters,
+    wire::send_request,
     BusyPolicy, Message, MessageQueue, ProducerConfig, ProducerError, ProducerStats, SendResult,
 };
 
@@ -131,15 +133,21 @@ impl Producer {
     /// Awaiting this method waits only for an in-flight permit
     /// (`clientAsyncSemaphoreValue`), which is the producer's back-pressure;
     /// awaiting the [`SendHandle`] waits for the answer. The send has its
-    /// own budget (`sendMsgTimeout`, counted from this call) and up to
+    /// own budget (`sendMsgTimeout`) and up to
     /// `1 + retryTimesWhenSendAsyncFailed` attempts under the same retry
     /// rules as [`Producer::send`] (RocketMQ never retries broker answers of
     /// asynchronous sends). Dropping the handle does not cancel the send.
     ///
+    /// By default the budget counts from this call and a send that gets no
+    /// permit within it fails with [`ProducerError::TooManyRequests`]. With
+    /// `enableBackpressureForAsyncMode` the call waits for a permit as long
+    /// as it takes and the budget counts from when it has one, so a fast
+    /// loop of `send_async` simply slows to the pace the brokers answer.
+    ///
     /// # Errors
     /// [`ProducerError::MessageIllegal`], [`ProducerError::TooManyRequests`]
-    /// or [`ProducerError::Shutdown`] before the send starts; the send's
-    /// own errors come from the handle.
+    /// (only without back-pressure mode) or [`ProducerError::Shutdown`]
+    /// before the send starts; the send's own errors come from the handle.
     pub async fn send_async(&self, msg: Message) -> Result<SendHandle, ProducerError> {
         let inner = &self.inner;
         inner.counters.send_started();
@@ -147,6 +155,13 @@ impl Producer {
         let started = async {
             inner.check_open()?;
             let prep = inner.prepare(&msg)?;
+            if inner.config.enable_backpressure_for_async_mode {
+                let Ok(permit) = Arc::clone(&inner.async_permits).acquire_owned().await else {
+                    // Only a closed semaphore refuses: the producer shut down.
+                    return Err(ProducerError::Shutdown);
+                };
+                return Ok((prep, permit, Budget::new(inner.config.send_msg_timeout)));
+            }
             let permit = inner
                 .acquire(
                     &inner.async_permits,
@@ -154,10 +169,10 @@ impl Producer {
                     &budget,
                 )
                 .await?;
-            Ok((prep, permit))
+            Ok((prep, permit, budget))
         }
         .await;
-        let (prep, permit) = match started {
+        let (prep, permit, budget) = match started {
             Ok(s) => s,
             Err(e) => {
                 inner.counters.failure(&e);
@@ -274,6 +289,83 @@ impl Producer {
         result
     }
 
+    /// Sends a message to the queue `selector` picks from the topic's queues
+    /// ([`Producer::publish_queues`]), given `arg`: RocketMQ's ordered send
+    /// `send(msg, selector, arg)`. Messages for which the selector picks
+    /// the same queue are stored in it in the order their sends complete, so
+    /// sending one key's messages one after another keeps their order.
+    ///
+    /// One attempt and no retry: moving a message to another queue would
+    /// break its order, so a failure (a busy broker included) is returned to
+    /// the caller whatever the [`BusyPolicy`].
+    ///
+    /// ```no_run
+    /// # use producer_client::{select_by_key, Message, Producer};
+    /// # async fn demo(producer: &Producer) -> Result<(), producer_client::ProducerError> {
+    /// let msg = Message::new("Orders", "paid");
+    /// producer.send_with_selector(msg, select_by_key, "order-42").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ProducerError::MessageIllegal`] when the selector's index is out of
+    /// range; else as [`Producer::send_to_queue`].
+    pub async fn send_with_selector<A, S>(
+        &self,
+        msg: Message,
+        selector: S,
+        arg: &A,
+    ) -> Result<SendResult, ProducerError>
+    where
+        A: ?Sized,
+        S: MessageQueueSelector<A>,
+    {
+        let prep = self.inner.prepare(&msg);
+        self.send_to_selected(prep, |queues| selector.select(queues, &msg, arg))
+            .await
+    }
+
+    /// Sends a batch (as [`Producer::send_batch`]) to the queue `selector`
+    /// picks for its first message: one attempt, no retry, and the batch's
+    /// messages take consecutive offsets in that queue in batch order.
+    ///
+    /// # Errors
+    /// As [`Producer::send_batch`] and [`Producer::send_with_selector`].
+    pub async fn send_batch_with_selector<A, S>(
+        &self,
+        msgs: Vec<Message>,
+        selector: S,
+        arg: &A,
+    ) -> Result<SendResult, ProducerError>
+    where
+        A: ?Sized,
+        S: MessageQueueSelector<A>,
+    {
+        let prep = self.inner.prepare_batch(&msgs);
+        self.send_to_selected(prep, |queues| match msgs.first() {
+            Some(first) => selector.select(queues, first, arg),
+            None => 0,
+        })
+        .await
+    }
+
+    /// The request a send of `msg` to `queue` would write, built as every
+    /// send builds it (validation, a fresh `UNIQ_KEY`, the properties,
+    /// compression, the `SEND_MESSAGE_V2` header) but not sent. For
+    /// measuring the client's own cost per send and for debugging.
+    ///
+    /// # Errors
+    /// [`ProducerError::MessageIllegal`] as for [`Producer::send`].
+    pub fn request_for(
+        &self,
+        msg: &Message,
+        queue: &MessageQueue,
+    ) -> Result<RemotingCommand, ProducerError> {
+        let prep = self.inner.prepare(msg)?;
+        Ok(send_request(&self.inner.config, &prep, queue))
+    }
+
     /// The queues a topic's messages can go to (RocketMQ's
     /// `fetchPublishMessageQueues`), from the cache or the name servers.
     ///
@@ -327,6 +419,35 @@ impl Producer {
 impl Drop for Producer {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+impl Producer {
+    /// One attempt on the queue `choose` picks, with the usual permit,
+    /// budget and counting.
+    async fn send_to_selected(
+        &self,
+        prep: Result<crate::message::Prepared, ProducerError>,
+        choose: impl FnOnce(&[MessageQueue]) -> usize,
+    ) -> Result<SendResult, ProducerError> {
+        let inner = &self.inner;
+        inner.counters.send_started();
+        let budget = Budget::new(inner.config.send_msg_timeout);
+        let result = async {
+            inner.check_open()?;
+            let prep = prep?;
+            let _permit = inner
+                .acquire(
+                    &inner.async_permits,
+                    inner.config.client_async_semaphore_value,
+                    &budget,
+                )
+                .await?;
+            send_selected(inner, &prep, &budget, choose).await
+        }
+        .await;
+        inner.counters.outcome(&result);
+        result
     }
 }
 

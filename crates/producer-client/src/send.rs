@@ -21,6 +21,7 @@ use tracing::Instrument;
 
 use crate::{
     budget::{backoff, RetryBudget},
+    compress::{compress, ZLIB_SYS_FLAG},
     fault::FaultTable,
     message::{check_body, check_topic, encode_properties, Prepared},
     route::RouteCache,
@@ -124,10 +125,19 @@ impl Inner {
         check_body(msg.body.len(), self.config.max_message_size)?;
         let key = self.ids.next_key().encode();
         let properties = encode_properties(msg, &key)?;
+        // The size limit applies to the body as given, as in the Java client.
+        let compressed = (msg.body.len() > self.config.compress_msg_body_over_howmuch)
+            .then(|| compress(&msg.body))
+            .flatten();
+        let (body, sys_flag) = match compressed {
+            Some(packed) => (packed, ZLIB_SYS_FLAG),
+            None => (msg.body.clone(), 0),
+        };
         Ok(Prepared {
             topic: msg.topic.clone(),
-            body: msg.body.clone(),
+            body,
             flag: msg.flag,
+            sys_flag,
             properties,
             msg_id: key,
             batch: false,
@@ -174,6 +184,8 @@ impl Inner {
             topic: first.topic.clone(),
             body,
             flag: 0,
+            // Batches are never compressed, as in RocketMQ.
+            sys_flag: 0,
             properties: String::new(),
             msg_id: keys.join(","),
             batch: true,

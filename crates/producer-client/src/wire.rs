@@ -29,7 +29,7 @@ pub(crate) fn send_request(
         default_topic: config.create_topic_key.clone(),
         default_topic_queue_nums: config.default_topic_queue_nums,
         queue_id: i32::try_from(mq.queue_id).unwrap_or(i32::MAX),
-        sys_flag: 0,
+        sys_flag: prep.sys_flag,
         born_timestamp: now_ms(),
         flag: prep.flag,
         properties: (!prep.properties.is_empty()).then(|| prep.properties.clone()),
@@ -107,6 +107,7 @@ mod tests {
             topic: "T".into(),
             body: bytes::Bytes::from_static(b"x"),
             flag: 7,
+            sys_flag: 0,
             properties: if batch {
                 String::new()
             } else {

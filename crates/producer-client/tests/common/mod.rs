@@ -19,7 +19,10 @@ use producer_client::{BusyPolicy, ProducerConfig};
 use remoting_net::{serve, CancellationToken, ClientOptions, Connection, Handler, RemotingClient};
 use remoting_protocol::{
     body::{self, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicRouteData},
-    header::{CreateTopicRequestHeader, GetRouteInfoRequestHeader, RegisterBrokerRequestHeader},
+    header::{
+        CreateTopicRequestHeader, GetRouteInfoRequestHeader, PullMessageRequestHeader,
+        RegisterBrokerRequestHeader,
+    },
     RemotingCommand, RequestCode, ResponseCode,
 };
 
@@ -106,6 +109,73 @@ impl TestBroker {
             .await
             .unwrap();
         assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+}
+
+/// A message read back from the broker's CommitLog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    pub queue_offset: i64,
+    pub sys_flag: i32,
+    pub body: Vec<u8>,
+    pub properties: String,
+}
+
+impl TestBroker {
+    /// Pulls at least `count` messages of one queue from `offset` on with
+    /// hand-built `PULL_MESSAGE` requests, parsing the raw CommitLog records
+    /// of each answer; waits (up to 10 s) for the ConsumeQueue to catch up.
+    pub async fn pull(&self, topic: &str, queue_id: i32, offset: i64, count: usize) -> Vec<Pulled> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut out: Vec<Pulled> = Vec::new();
+        loop {
+            let next = offset + i64::try_from(out.len()).unwrap();
+            let request = RemotingCommand::request_with_header(
+                RequestCode::PULL_MESSAGE,
+                &PullMessageRequestHeader {
+                    consumer_group: "CG".into(),
+                    topic: topic.into(),
+                    queue_id,
+                    queue_offset: next,
+                    max_msg_nums: 32,
+                    sys_flag: 0,
+                    commit_offset: 0,
+                    suspend_timeout_millis: 0,
+                    sub_version: 0,
+                    subscription: Some("*".into()),
+                    ..PullMessageRequestHeader::default()
+                },
+            );
+            let response = self
+                .client
+                .invoke(&self.addr, request, Duration::from_secs(10))
+                .await
+                .unwrap();
+            if response.response_code() == ResponseCode::SUCCESS {
+                let mut rest = &response.body[..];
+                while !rest.is_empty() {
+                    let store::record::Record::Message(m) = store::record::check(rest, true) else {
+                        panic!("pulled body is not a sequence of records");
+                    };
+                    out.push(Pulled {
+                        queue_offset: m.queue_offset,
+                        sys_flag: m.sys_flag,
+                        body: m.body.to_vec(),
+                        properties: m.properties.to_owned(),
+                    });
+                    rest = &rest[m.total_size..];
+                }
+            }
+            if out.len() >= count {
+                return out;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pulled {} of {count} from {topic}:{queue_id}",
+                out.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
