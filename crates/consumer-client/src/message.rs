@@ -84,7 +84,11 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
             queue_id: u32::try_from(msg.queue_id).map_err(|_| bad("negative queue id"))?,
             queue_offset: u64::try_from(msg.queue_offset)
                 .map_err(|_| bad("negative queue offset"))?,
-            body: body.slice_ref(msg.body),
+            body: message_model::compression::decompress_body(
+                msg.sys_flag,
+                body.slice_ref(msg.body),
+            )
+            .map_err(|_| bad("compressed body cannot be decompressed"))?,
             tags: props.get(keys::TAGS).map(str::to_owned),
             keys: props
                 .get(keys::KEYS)
@@ -115,11 +119,15 @@ mod tests {
     use store::{record::encode, MessageToStore};
 
     fn record(body: &[u8], props: &str) -> Vec<u8> {
+        record_with_flag(body, props, 0)
+    }
+
+    fn record_with_flag(body: &[u8], props: &str, sys_flag: i32) -> Vec<u8> {
         let msg = MessageToStore {
             topic: "T".into(),
             queue_id: 3,
             flag: 0,
-            sys_flag: 0,
+            sys_flag,
             born_timestamp: 7,
             born_host: "127.0.0.1:1".parse().unwrap(),
             store_host: "127.0.0.1:2".parse().unwrap(),
@@ -131,6 +139,24 @@ mod tests {
         let mut out = Vec::new();
         encode(&msg, 1 << 20, &mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn compressed_bodies_are_handed_over_decompressed() {
+        use message_model::compression::{compress, ZLIB_SYS_FLAG};
+        let original = "sluice ".repeat(2000);
+        let packed = compress(original.as_bytes()).unwrap();
+        let msgs = decode_records(
+            "b",
+            &Bytes::from(record_with_flag(&packed, "", ZLIB_SYS_FLAG)),
+        )
+        .unwrap();
+        assert_eq!(msgs[0].body, original.as_bytes());
+        let corrupt = decode_records(
+            "b",
+            &Bytes::from(record_with_flag(b"not zlib", "", ZLIB_SYS_FLAG)),
+        );
+        assert!(corrupt.is_err());
     }
 
     #[test]

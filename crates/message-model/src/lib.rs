@@ -14,6 +14,7 @@
 //!   host and 56 for an IPv6 host.
 #![deny(clippy::unwrap_used)]
 
+pub mod compression;
 pub mod flags;
 pub mod id;
 pub mod properties;

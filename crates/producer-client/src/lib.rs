@@ -44,7 +44,6 @@
 #![deny(clippy::unwrap_used)]
 
 mod budget;
-mod compress;
 mod config;
 mod error;
 mod fault;
@@ -58,12 +57,14 @@ mod stats;
 mod wire;
 
 pub use budget::RETRY_BUDGET_CAP_TOKENS;
-pub use compress::{decompress_body, DecompressError, COMPRESS_LEVEL};
 pub use config::{split_addrs, BusyPolicy, ProducerConfig};
 pub use error::ProducerError;
 pub use message::{Message, MessageQueue, SendResult, SendStatus, TOPIC_MAX_LEN};
 pub use ordered::{select_by_key, MessageQueueSelector};
 pub use producer::{Producer, SendHandle};
+pub use remoting_protocol::message::compression::{
+    decompress_body, DecompressError, COMPRESS_LEVEL,
+};
 pub use send::RETRYABLE_CODES;
 pub use stats::ProducerStats;
 pub use wire::RETRY_AFTER_MS;

@@ -11,6 +11,7 @@ use std::{
 };
 
 use remoting_net::RemotingClient;
+use remoting_protocol::message::compression::{compress, ZLIB_SYS_FLAG};
 use remoting_protocol::{
     body::{encode_batch, BatchEntry},
     message::UniqueIdGenerator,
@@ -21,7 +22,6 @@ use tracing::Instrument;
 
 use crate::{
     budget::{backoff, RetryBudget},
-    compress::{compress, ZLIB_SYS_FLAG},
     fault::FaultTable,
     message::{check_body, check_topic, encode_properties, Prepared},
     route::RouteCache,

@@ -1,13 +1,12 @@
-//! Body compression as RocketMQ's Java client does it: zlib at level 5 for
-//! single messages whose body is over `compressMsgBodyOverHowmuch`, marked in
-//! `sysFlag` by `COMPRESSED | COMPRESSION_ZLIB` (`0x1 | 0x300`); batches are
-//! never compressed. [`decompress_body`] is the consumer's side.
+//! Body compression as RocketMQ's Java client does it: zlib at level 5,
+//! marked in `sysFlag` by `COMPRESSED | COMPRESSION_ZLIB` (`0x1 | 0x300`).
+//! Producers use [`compress`], consumers [`decompress_body`].
 
 use std::io::{Read, Write};
 
+use crate::flags::{COMPRESSED, COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB};
 use bytes::Bytes;
 use flate2::{read::ZlibDecoder, write::ZlibEncoder, Compression};
-use remoting_protocol::message::flags::{COMPRESSED, COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB};
 use thiserror::Error;
 
 /// The zlib level of the Java client (`rocketmq.message.compressLevel`).
@@ -69,11 +68,11 @@ pub fn decompress_body(sys_flag: i32, body: Bytes) -> Result<Bytes, DecompressEr
 }
 
 /// The sysFlag bits of a body compressed by [`compress`].
-pub(crate) const ZLIB_SYS_FLAG: i32 = COMPRESSED | COMPRESSION_ZLIB;
+pub const ZLIB_SYS_FLAG: i32 = COMPRESSED | COMPRESSION_ZLIB;
 
 /// Zlib-compresses a body at [`COMPRESS_LEVEL`]; `None` if the encoder
 /// fails, in which case the body is sent as it is (as the Java client does).
-pub(crate) fn compress(body: &[u8]) -> Option<Bytes> {
+pub fn compress(body: &[u8]) -> Option<Bytes> {
     let mut encoder = ZlibEncoder::new(
         Vec::with_capacity(body.len() / 2),
         Compression::new(COMPRESS_LEVEL),
@@ -84,7 +83,7 @@ pub(crate) fn compress(body: &[u8]) -> Option<Bytes> {
 
 #[cfg(test)]
 mod tests {
-    use remoting_protocol::message::flags::COMPRESSION_LZ4;
+    use crate::flags::COMPRESSION_LZ4;
 
     use super::*;
 
