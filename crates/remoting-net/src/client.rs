@@ -241,6 +241,8 @@ impl Drop for ClientConnection {
 pub struct RemotingClient {
     options: ClientOptions,
     connections: tokio::sync::Mutex<HashMap<String, Arc<ClientConnection>>>,
+    /// Per address: consecutive failed connects and when the next may start.
+    backoff: Mutex<HashMap<String, (u32, std::time::Instant)>>,
 }
 
 impl RemotingClient {
@@ -249,10 +251,13 @@ impl RemotingClient {
         Self {
             options,
             connections: tokio::sync::Mutex::default(),
+            backoff: Mutex::default(),
         }
     }
 
-    /// The open connection to `addr`, connecting if there is none.
+    /// The open connection to `addr`, connecting if there is none. After a
+    /// failed connect, further attempts to that address fail at once until a
+    /// back-off (100 ms, doubling per failure, at most 5 s) has passed.
     ///
     /// # Errors
     /// [`ClientError::Connect`].
@@ -260,9 +265,42 @@ impl RemotingClient {
         if let Some(conn) = self.open_connection(addr).await {
             return Ok(conn);
         }
+        // After failed connects, wait before trying again (100 ms doubling up
+        // to 5 s), so that a dead address costs nothing but a quick error.
+        let now = std::time::Instant::now();
+        if let Some((failures, retry_at)) = self.backoff_lock().get(addr).copied() {
+            if now < retry_at {
+                return Err(ClientError::Connect {
+                    addr: addr.to_owned(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::ConnectionRefused,
+                        format!(
+                            "{failures} connect attempt(s) failed; next attempt in {} ms",
+                            retry_at.duration_since(now).as_millis()
+                        ),
+                    ),
+                });
+            }
+        }
         // Connect without holding the map, so that a slow or dead address
         // does not stall requests to the others.
-        let fresh = ClientConnection::connect(addr, &self.options).await?;
+        let fresh = match ClientConnection::connect(addr, &self.options).await {
+            Ok(c) => {
+                self.backoff_lock().remove(addr);
+                c
+            }
+            Err(e) => {
+                let mut backoff = self.backoff_lock();
+                let failures = backoff.get(addr).map_or(0, |b| b.0) + 1;
+                let delay =
+                    Duration::from_millis(100 << (failures - 1).min(6)).min(Duration::from_secs(5));
+                backoff.insert(
+                    addr.to_owned(),
+                    (failures, std::time::Instant::now() + delay),
+                );
+                return Err(e);
+            }
+        };
         let mut conns = self.connections.lock().await;
         if let Some(existing) = conns.get(addr).filter(|c| !c.is_closed()) {
             // Another caller connected first; use theirs.
@@ -271,6 +309,12 @@ impl RemotingClient {
         }
         conns.insert(addr.to_owned(), Arc::clone(&fresh));
         Ok(fresh)
+    }
+
+    fn backoff_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (u32, std::time::Instant)>> {
+        self.backoff.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     async fn open_connection(&self, addr: &str) -> Option<Arc<ClientConnection>> {

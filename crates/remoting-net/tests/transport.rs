@@ -214,3 +214,32 @@ async fn shutdown_stops_accepting() {
     let outcome = conn.invoke(heartbeat("late"), Duration::from_secs(2)).await;
     assert!(outcome.is_err(), "connections close on shutdown");
 }
+
+#[tokio::test]
+async fn reconnecting_to_a_dead_address_backs_off() {
+    // A port that was just free: nothing listens there.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let client = RemotingClient::new(ClientOptions::default());
+    let first = client
+        .invoke(&addr, heartbeat("x"), Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(first, ClientError::Connect { .. }), "{first}");
+    let second = client
+        .invoke(&addr, heartbeat("x"), Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(second.to_string().contains("next attempt in"), "{second}");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let third = client
+        .invoke(&addr, heartbeat("x"), Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(
+        !third.to_string().contains("next attempt in"),
+        "tried again after the back-off: {third}"
+    );
+}
