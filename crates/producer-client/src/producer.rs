@@ -107,25 +107,15 @@ impl Producer {
         msg: Message,
         timeout: Duration,
     ) -> Result<SendResult, ProducerError> {
-        let inner = &self.inner;
-        inner.counters.send_started();
-        let budget = Budget::new(timeout);
-        let times_total = 1 + inner.config.retry_times_when_send_failed;
-        let result = async {
-            inner.check_open()?;
-            let prep = inner.prepare(&msg)?;
-            let _permit = inner
-                .acquire(
-                    &inner.async_permits,
-                    inner.config.client_async_semaphore_value,
-                    &budget,
-                )
-                .await?;
-            inner.send_with_retries(&prep, &budget, times_total).await
-        }
-        .await;
-        inner.counters.outcome(&result);
-        result
+        let times_total = 1 + self.inner.config.retry_times_when_send_failed;
+        self.counted(
+            timeout,
+            |inner| inner.prepare(&msg),
+            |inner, prep, budget| async move {
+                inner.send_with_retries(&prep, &budget, times_total).await
+            },
+        )
+        .await
     }
 
     /// Starts an asynchronous send and returns a handle to its result.
@@ -232,32 +222,22 @@ impl Producer {
         msg: Message,
         queue: &MessageQueue,
     ) -> Result<SendResult, ProducerError> {
-        let inner = &self.inner;
-        inner.counters.send_started();
-        let budget = Budget::new(inner.config.send_msg_timeout);
-        let result = async {
-            inner.check_open()?;
-            if msg.topic != queue.topic {
-                return Err(ProducerError::MessageIllegal {
-                    reason: format!(
-                        "the message's topic {} is not the queue's topic {}",
-                        msg.topic, queue.topic
-                    ),
-                });
-            }
-            let prep = inner.prepare(&msg)?;
-            let _permit = inner
-                .acquire(
-                    &inner.async_permits,
-                    inner.config.client_async_semaphore_value,
-                    &budget,
-                )
-                .await?;
-            send_once(inner, &prep, queue, &budget).await
-        }
-        .await;
-        inner.counters.outcome(&result);
-        result
+        self.counted(
+            self.inner.config.send_msg_timeout,
+            |inner| {
+                if msg.topic != queue.topic {
+                    return Err(ProducerError::MessageIllegal {
+                        reason: format!(
+                            "the message's topic {} is not the queue's topic {}",
+                            msg.topic, queue.topic
+                        ),
+                    });
+                }
+                inner.prepare(&msg)
+            },
+            |inner, prep, budget| async move { send_once(inner, &prep, queue, &budget).await },
+        )
+        .await
     }
 
     /// Sends messages of one topic as one `SEND_BATCH_MESSAGE` request: they
@@ -268,25 +248,15 @@ impl Producer {
     /// [`ProducerError::MessageIllegal`] for an empty batch, mixed topics, a
     /// delay level, or a size over the limit; else as [`Producer::send`].
     pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult, ProducerError> {
-        let inner = &self.inner;
-        inner.counters.send_started();
-        let budget = Budget::new(inner.config.send_msg_timeout);
-        let times_total = 1 + inner.config.retry_times_when_send_failed;
-        let result = async {
-            inner.check_open()?;
-            let prep = inner.prepare_batch(&msgs)?;
-            let _permit = inner
-                .acquire(
-                    &inner.async_permits,
-                    inner.config.client_async_semaphore_value,
-                    &budget,
-                )
-                .await?;
-            inner.send_with_retries(&prep, &budget, times_total).await
-        }
-        .await;
-        inner.counters.outcome(&result);
-        result
+        let times_total = 1 + self.inner.config.retry_times_when_send_failed;
+        self.counted(
+            self.inner.config.send_msg_timeout,
+            |inner| inner.prepare_batch(&msgs),
+            |inner, prep, budget| async move {
+                inner.send_with_retries(&prep, &budget, times_total).await
+            },
+        )
+        .await
     }
 
     /// Sends a message to the queue `selector` picks from the topic's queues
@@ -430,12 +400,31 @@ impl Producer {
         prep: Result<crate::message::Prepared, ProducerError>,
         choose: impl FnOnce(&[MessageQueue]) -> usize,
     ) -> Result<SendResult, ProducerError> {
-        let inner = &self.inner;
+        self.counted(
+            self.inner.config.send_msg_timeout,
+            |_| prep,
+            |inner, prep, budget| async move { send_selected(inner, &prep, &budget, choose).await },
+        )
+        .await
+    }
+
+    /// Counts one send and runs it: the open check, `prepare`, an async
+    /// permit within a budget of `timeout`, then `attempt`.
+    async fn counted<'a, Fut>(
+        &'a self,
+        timeout: Duration,
+        prepare: impl FnOnce(&Inner) -> Result<crate::message::Prepared, ProducerError>,
+        attempt: impl FnOnce(&'a Inner, crate::message::Prepared, Budget) -> Fut,
+    ) -> Result<SendResult, ProducerError>
+    where
+        Fut: Future<Output = Result<SendResult, ProducerError>> + 'a,
+    {
+        let inner = &*self.inner;
         inner.counters.send_started();
-        let budget = Budget::new(inner.config.send_msg_timeout);
+        let budget = Budget::new(timeout);
         let result = async {
             inner.check_open()?;
-            let prep = prep?;
+            let prep = prepare(inner)?;
             let _permit = inner
                 .acquire(
                     &inner.async_permits,
@@ -443,7 +432,7 @@ impl Producer {
                     &budget,
                 )
                 .await?;
-            send_selected(inner, &prep, &budget, choose).await
+            attempt(inner, prep, budget).await
         }
         .await;
         inner.counters.outcome(&result);
