@@ -27,6 +27,7 @@ pub fn all(root: &Path) -> Result<()> {
     ]);
     run(clippy)?;
     fuzz_check(root)?;
+    crate::e2e::run_suite(root, true)?;
     test(root)
 }
 

@@ -1,11 +1,15 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
 //! - `ci`: everything CI checks: formatting, repository lints, clippy with
-//!   warnings denied, the whole test suite, and that the fuzz target builds.
+//!   warnings denied, that the fuzz target builds, the quick end-to-end
+//!   suite against real processes, and the whole test suite.
 //! - `lint`: the repository rules alone (see `lint.rs`).
 //! - `fuzz-check`: builds the fuzz crate without running it.
+//! - `e2e [--quick]`: the end-to-end suite against real name server and
+//!   broker processes (see `e2e.rs`).
 
 mod ci;
+mod e2e;
 mod lint;
 
 use std::{
@@ -23,6 +27,16 @@ fn main() -> Result<()> {
         Some("ci") => ci::all(&root),
         Some("lint") => lint::run(&root),
         Some("fuzz-check") => ci::fuzz_check(&root),
+        Some("e2e") => {
+            let mut quick = false;
+            for arg in &args[1..] {
+                match arg.as_str() {
+                    "--quick" => quick = true,
+                    other => bail!("e2e: unknown option {other:?}\n\n{USAGE}"),
+                }
+            }
+            e2e::run_suite(&root, quick)
+        }
         Some(other) => bail!("unknown command {other:?}\n\n{USAGE}"),
         None => {
             println!("{USAGE}");
@@ -34,9 +48,11 @@ fn main() -> Result<()> {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  ci           formatting, lints, clippy (-D warnings), all tests, fuzz build
+  ci           formatting, lints, clippy (-D warnings), fuzz build, e2e --quick, all tests
   lint         repository rules: crate graph, unsafe confinement, module docs
-  fuzz-check   build the fuzz targets without running them";
+  fuzz-check   build the fuzz targets without running them
+  e2e          end-to-end tests against real namesrv and broker processes
+               (--quick: fewer messages)";
 
 /// The workspace root: the parent of this crate's directory.
 fn project_root() -> PathBuf {
