@@ -199,6 +199,17 @@ impl CommitLog {
         }
     }
 
+    /// Raises the next queue offset of each queue to at least the given
+    /// value (after recovery re-indexed messages the tables did not know).
+    pub fn raise_queue_offsets(&self, offsets: impl IntoIterator<Item = (String, i32, i64)>) {
+        let mut held = self.lock();
+        for (topic, queue_id, next) in offsets {
+            if held.guard.next_queue_offset(&topic, queue_id) < next {
+                held.guard.advance(&topic, queue_id, next);
+            }
+        }
+    }
+
     /// The files.
     pub fn files(&self) -> &FileQueue {
         &self.files

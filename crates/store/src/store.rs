@@ -196,8 +196,20 @@ impl MessageStore {
             arrival: ArrivalSlot::default(),
             config,
         });
-        // Catch the queues up with the log before serving reads.
+        // Catch the queues up with the log before serving reads, then make
+        // sure new appends continue after every message indexed again: a
+        // message stored just before a crash may not have reached its queue
+        // before, and its queue offset must not be handed out twice.
         inner.dispatch_available();
+        let ends: Vec<(String, i32, i64)> = inner
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .flat_map(|q| q.values())
+            .map(|q| (q.topic().to_owned(), q.queue_id(), q.max_offset()))
+            .collect();
+        inner.commit_log.raise_queue_offsets(ends);
         File::create(&abort_path).map_err(StoreError::io("create abort file", &abort_path))?;
         let store = Self {
             threads: Mutex::new(Vec::new()),

@@ -473,3 +473,39 @@ mod damage {
         }
     }
 }
+
+#[test]
+fn queue_offsets_continue_after_messages_indexed_again_at_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = MessageStore::open(config(dir.path())).unwrap();
+        for i in 0..20 {
+            store.put_message(&message("Again", 0, i, 100)).unwrap();
+        }
+        wait_until("dispatch", Duration::from_secs(5), || {
+            store.max_offset_in_queue("Again", 0) == 20
+        });
+        store.abandon();
+    }
+    // As if the last entries never reached the queue before the crash.
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    assert_eq!(
+        store.max_offset_in_queue("Again", 0),
+        20,
+        "re-indexed from the log"
+    );
+    let next = store.put_message(&message("Again", 0, 20, 100)).unwrap();
+    assert_eq!(
+        next.append.queue_offset, 20,
+        "a queue offset is never handed out twice"
+    );
+    wait_until("dispatch", Duration::from_secs(5), || {
+        store.max_offset_in_queue("Again", 0) == 21
+    });
+    let got = store.get_messages("Again", 0, 20, 1, 1 << 20, None);
+    assert_eq!(
+        record_body(&got.messages[0]),
+        common::body(20, 100).to_vec()
+    );
+}
