@@ -18,6 +18,7 @@ pub mod offsets;
 mod persist;
 pub mod processor;
 pub mod registration;
+pub mod testing;
 pub mod topics;
 
 use std::{

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use broker_server::{Broker, BrokerConfig};
+use broker_server::{testing, Broker};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     header::{PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2},
@@ -24,38 +24,10 @@ impl TestBroker {
     /// Starts a broker with `key=value` overrides.
     pub async fn start(overrides: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut all: Vec<(String, String)> = vec![
-            ("listenPort".into(), "0".into()),
-            ("namesrvListenPort".into(), "0".into()),
-            ("metricsListenPort".into(), "0".into()),
-            ("storePathRootDir".into(), dir.path().display().to_string()),
-            (
-                "mappedFileSizeCommitLog".into(),
-                (4 * 1024 * 1024).to_string(),
-            ),
-            (
-                "mappedFileSizeConsumeQueue".into(),
-                (10_000 * 20).to_string(),
-            ),
-            ("maxMessageSize".into(), (1024 * 1024).to_string()),
-        ];
-        all.extend(
-            overrides
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string())),
-        );
-        let config = BrokerConfig::load(None, std::iter::empty(), &all).unwrap();
-        let broker = Broker::start(config).await.unwrap();
+        let broker = testing::start_broker(dir.path(), overrides).await.unwrap();
         Self {
-            addr: broker
-                .remoting_addr()
-                .to_string()
-                .replace("0.0.0.0", "127.0.0.1"),
-            namesrv: broker
-                .namesrv_addr()
-                .unwrap()
-                .to_string()
-                .replace("0.0.0.0", "127.0.0.1"),
+            addr: testing::loopback(broker.remoting_addr()),
+            namesrv: testing::loopback(broker.namesrv_addr().unwrap()),
             broker,
             client: RemotingClient::new(ClientOptions::default()),
             _dir: dir,

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use broker_server::{Broker, BrokerConfig};
+use broker_server::{testing, Broker};
 use consumer_client::{
     ConsumeFromWhere, ConsumeStatus, ConsumerConfig, MessageExt, MessageHandler, PullConsumer,
 };
@@ -31,30 +31,16 @@ pub struct TestBroker {
 impl TestBroker {
     /// Starts a broker storing under `dir`.
     pub async fn start(dir: &Path) -> Self {
-        let all: Vec<(String, String)> = [
-            ("listenPort", "0".to_owned()),
-            ("namesrvListenPort", "0".to_owned()),
-            ("metricsListenPort", "0".to_owned()),
-            ("storePathRootDir", dir.display().to_string()),
-            ("mappedFileSizeCommitLog", (64 * 1024 * 1024).to_string()),
-            ("mappedFileSizeConsumeQueue", (100_000 * 20).to_string()),
-            ("maxMessageSize", (1024 * 1024).to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let config = BrokerConfig::load(None, std::iter::empty(), &all).unwrap();
-        let broker = Broker::start(config).await.unwrap();
+        let files = (64 * 1024 * 1024).to_string();
+        let queue_files = (100_000 * 20).to_string();
+        let overrides = [
+            ("mappedFileSizeCommitLog", files.as_str()),
+            ("mappedFileSizeConsumeQueue", queue_files.as_str()),
+        ];
+        let broker = testing::start_broker(dir, &overrides).await.unwrap();
         Self {
-            addr: broker
-                .remoting_addr()
-                .to_string()
-                .replace("0.0.0.0", "127.0.0.1"),
-            namesrv: broker
-                .namesrv_addr()
-                .unwrap()
-                .to_string()
-                .replace("0.0.0.0", "127.0.0.1"),
+            addr: testing::loopback(broker.remoting_addr()),
+            namesrv: testing::loopback(broker.namesrv_addr().unwrap()),
             broker,
         }
     }
