@@ -15,8 +15,11 @@
 //! - `SLUICE_E2E_QUICK=1`: smaller message counts.
 
 use std::{
+    fs::File,
     future::Future,
-    path::PathBuf,
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -135,4 +138,67 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
+}
+
+/// A free loopback port (bound once, then released).
+///
+/// # Errors
+/// When no port can be bound.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Starts the broker binary as a child process with its own embedded name
+/// server: remoting on `port`, name server on `ns_port`, store and log under
+/// `dir`, metrics off, 64 MiB CommitLog files, then `sets` (`key=value`).
+/// Waits (up to 20 s) until the port accepts connections. The suite's own
+/// `SLUICE_*` variables are removed from the broker's environment, since the
+/// broker refuses keys it does not know.
+///
+/// # Errors
+/// When the process cannot start or its port does not open in time.
+pub fn spawn_broker(
+    bin: &Path,
+    dir: &Path,
+    port: u16,
+    ns_port: u16,
+    sets: &[String],
+) -> Result<Child> {
+    std::fs::create_dir_all(dir)?;
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(dir.join("broker.log"))?;
+    let mut command = Command::new(bin);
+    for (name, _) in std::env::vars().filter(|(n, _)| n.starts_with("SLUICE_")) {
+        command.env_remove(name);
+    }
+    command
+        .args(["-p", &port.to_string(), "--store-dir"])
+        .arg(dir.join("store"))
+        .args(["--set", &format!("namesrvListenPort={ns_port}")])
+        .args(["--set", "metricsListenPort=0"])
+        .args(["--set", "mappedFileSizeCommitLog=67108864"]);
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("start {}", bin.display()))?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            bail!(
+                "broker did not open port {port} within 20 s (log in {})",
+                dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(child)
 }

@@ -6,10 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::{
-    fs::File,
-    net::TcpStream,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::Child,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex,
@@ -18,7 +16,7 @@ use std::{
 };
 
 use consumer_client::{ConsumerConfig, MessageQueue, PullConsumer, PullStatus};
-use e2e_tests::{unique, E2eEnv};
+use e2e_tests::{free_port, spawn_broker, unique, E2eEnv};
 use producer_client::{Message, Producer, ProducerConfig};
 
 /// One acknowledged send.
@@ -35,43 +33,8 @@ fn body(i: u64) -> Vec<u8> {
     format!("crash-{i:012}-").repeat(20).into_bytes()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts the broker binary on `port` (embedded name server on `ns_port`).
 fn start_broker(bin: &Path, dir: &Path, port: u16, ns_port: u16, flush: &str) -> Child {
-    let log = File::options()
-        .create(true)
-        .append(true)
-        .open(dir.join("broker.log"))
-        .unwrap();
-    let mut command = Command::new(bin);
-    // The broker refuses unknown SLUICE_ variables; ours are for this suite.
-    for (name, _) in std::env::vars().filter(|(n, _)| n.starts_with("SLUICE_")) {
-        command.env_remove(name);
-    }
-    let child = command
-        .args(["-p", &port.to_string(), "--store-dir"])
-        .arg(dir.join("store"))
-        .args(["--set", &format!("namesrvListenPort={ns_port}")])
-        .args(["--set", "metricsListenPort=0"])
-        .args(["--set", &format!("flushDiskType={flush}")])
-        .args(["--set", "mappedFileSizeCommitLog=67108864"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "broker did not open port {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
+    spawn_broker(bin, dir, port, ns_port, &[format!("flushDiskType={flush}")]).unwrap()
 }
 
 async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
@@ -82,7 +45,7 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
         .expect("SLUICE_E2E_DIR")
         .join(unique(&format!("crash-{flush}-")));
     std::fs::create_dir_all(&dir).unwrap();
-    let (port, ns_port) = (free_port(), free_port());
+    let (port, ns_port) = (free_port().unwrap(), free_port().unwrap());
     let topic = unique("Crash");
     let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
     let mut next_index = 0u64;
