@@ -109,10 +109,13 @@ pub fn encode(
             max: max_body,
         });
     }
-    if msg.properties.len() > MAX_PROPERTIES_LEN {
-        return Err(EncodeError::PropertiesTooLong {
-            len: msg.properties.len(),
-        });
+    // Every entry ends with 0x02, the last included; recovery relies on it
+    // to detect a write torn inside the properties, so a missing final
+    // separator is added here.
+    let missing_separator = !msg.properties.is_empty() && !msg.properties.ends_with('\u{2}');
+    let props_len = msg.properties.len() + usize::from(missing_separator);
+    if props_len > MAX_PROPERTIES_LEN {
+        return Err(EncodeError::PropertiesTooLong { len: props_len });
     }
     let topic = msg.topic.as_bytes();
     if topic.is_empty() || topic.len() > MAX_TOPIC_LEN_V2 {
@@ -126,7 +129,7 @@ pub fn encode(
     if msg.store_host.is_ipv6() {
         sys_flag |= STOREHOST_V6;
     }
-    let len = record_len(sys_flag, msg.body.len(), topic.len(), msg.properties.len());
+    let len = record_len(sys_flag, msg.body.len(), topic.len(), props_len);
     out.clear();
     out.reserve(len);
     put_i32(out, len as i32);
@@ -151,8 +154,11 @@ pub fn encode(
         out.push(topic.len() as u8);
     }
     out.extend_from_slice(topic);
-    out.extend_from_slice(&(msg.properties.len() as i16).to_be_bytes());
+    out.extend_from_slice(&(props_len as i16).to_be_bytes());
     out.extend_from_slice(msg.properties.as_bytes());
+    if missing_separator {
+        out.push(2);
+    }
     debug_assert_eq!(out.len(), len);
     Ok(len)
 }
@@ -286,6 +292,12 @@ pub fn check(buf: &[u8], check_crc: bool) -> Record<'_> {
         Some(msg) => {
             if check_crc && body_crc(msg.body) != msg.body_crc {
                 return Record::Invalid("body CRC mismatch");
+            }
+            // Every property entry, the last included, ends with 0x02; a
+            // write torn inside the record's tail leaves zeroes there, which
+            // no CRC covers.
+            if check_crc && !msg.properties.is_empty() && !msg.properties.ends_with('\u{2}') {
+                return Record::Invalid("properties do not end with their separator (torn write)");
             }
             Record::Message(msg)
         }
@@ -506,6 +518,19 @@ mod tests {
     }
 
     #[test]
+    fn a_write_torn_inside_the_properties_is_detected() {
+        let mut buf = Vec::new();
+        encode(&sample(b"hello", "T"), 1024, &mut buf).unwrap();
+        let len = buf.len();
+        buf[len - 2..].fill(0);
+        assert!(matches!(check(&buf, true), Record::Invalid(_)));
+        assert!(
+            matches!(check(&buf, false), Record::Message(_)),
+            "only recovery checks it"
+        );
+    }
+
+    #[test]
     fn corrupt_body_fails_crc_check() {
         let mut buf = Vec::new();
         encode(&sample(b"hello", "T"), 1024, &mut buf).unwrap();
@@ -542,7 +567,11 @@ mod tests {
             prop_assert_eq!(m.total_size, len);
             prop_assert_eq!(m.topic, msg.topic.as_str());
             prop_assert_eq!(m.body, &msg.body[..]);
-            prop_assert_eq!(m.properties, msg.properties.as_str());
+            let mut expected = msg.properties.clone();
+            if !expected.is_empty() && !expected.ends_with('\u{2}') {
+                expected.push('\u{2}');
+            }
+            prop_assert_eq!(m.properties, expected.as_str());
             prop_assert_eq!((m.queue_id, m.flag, m.born_timestamp), (queue_id, flag, born));
             prop_assert_eq!((m.queue_offset, m.physical_offset, m.store_timestamp), (qo, po, store_ts));
             prop_assert_eq!((m.born_host, m.store_host), (born_host, store_host));
