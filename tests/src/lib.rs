@@ -140,6 +140,15 @@ where
     Ok(())
 }
 
+/// Broker settings that make queued sends expire: one send worker, an
+/// 80 ms put-lock fault, a 50 ms wait limit, early admission off.
+pub const SLOW_SENDS: [&str; 4] = [
+    "sendMessageThreadPoolNums=1",
+    "faultPutLockDelayMills=80",
+    "waitTimeMillsInSendQueue=50",
+    "earlyAdmissionEnable=false",
+];
+
 /// A free loopback port (bound once, then released).
 ///
 /// # Errors

@@ -7,7 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use e2e_tests::{free_port, spawn_broker, unique, E2eEnv};
+use e2e_tests::{free_port, spawn_broker, unique, E2eEnv, SLOW_SENDS};
 use producer_client::{BusyPolicy, Message, Producer, ProducerConfig, ProducerError};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
@@ -67,15 +67,7 @@ async fn expired_sends_are_answered_busy_and_a_run_time_limit_change_ends_it() {
         .expect("SLUICE_E2E_DIR")
         .join(unique("busy-"));
     let (port, ns_port) = (free_port().unwrap(), free_port().unwrap());
-    let sets: Vec<String> = [
-        "sendMessageThreadPoolNums=1",
-        "faultPutLockDelayMills=80",
-        "waitTimeMillsInSendQueue=50",
-        "earlyAdmissionEnable=false",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let sets: Vec<String> = SLOW_SENDS.iter().map(|s| (*s).to_owned()).collect();
     let mut child = spawn_broker(&bin, &dir, port, ns_port, &sets).unwrap();
     let addr = format!("127.0.0.1:{port}");
     let client = Arc::new(RemotingClient::new(ClientOptions::default()));

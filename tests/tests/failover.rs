@@ -8,7 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use consumer_client::{ConsumerConfig, PullConsumer};
-use e2e_tests::{free_port, spawn_broker, unique, wait_for, E2eEnv};
+use e2e_tests::{free_port, spawn_broker, unique, wait_for, E2eEnv, SLOW_SENDS};
 use producer_client::{BusyPolicy, Message, Producer, ProducerConfig, ProducerError};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
@@ -74,15 +74,12 @@ async fn busy_answers_are_retried_on_the_other_broker_or_surfaced_by_policy() {
         .expect("SLUICE_E2E_DIR")
         .join(unique("slow-"));
     let (port, ns_port) = (free_port().unwrap(), free_port().unwrap());
-    let sets: Vec<String> = vec![
+    let mut sets: Vec<String> = vec![
         "embeddedNamesrv=false".into(),
         format!("namesrvAddr={}", env.namesrv),
         "brokerName=broker-slow".into(),
-        "sendMessageThreadPoolNums=1".into(),
-        "faultPutLockDelayMills=80".into(),
-        "waitTimeMillsInSendQueue=50".into(),
-        "earlyAdmissionEnable=false".into(),
     ];
+    sets.extend(SLOW_SENDS.iter().map(|s| (*s).to_owned()));
     let mut slow = spawn_broker(&bin, &dir, port, ns_port, &sets).unwrap();
     let topic = unique("Failover");
     create_topic(&env.brokers[0], &topic).await;

@@ -73,7 +73,6 @@ fn read(
     req: &RemotingCommand,
     header: &PullMessageRequestHeader,
 ) -> RemotingCommand {
-    let header = header.clone();
     let cfg = core.config();
     if !is_readable(cfg.broker.broker_permission) {
         return req.response_to(
