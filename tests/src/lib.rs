@@ -20,6 +20,7 @@ use std::{
     net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::Arc,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -27,7 +28,10 @@ use anyhow::{bail, ensure, Context, Result};
 use consumer_client::{ConsumerConfig, PullConsumer};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
-    header::{CreateTopicRequestHeader, TopicFilterType},
+    header::{
+        CreateTopicRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+        TopicFilterType,
+    },
     RemotingCommand, RequestCode, ResponseCode,
 };
 
@@ -210,4 +214,140 @@ pub fn spawn_broker(
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(child)
+}
+
+/// A broker process of one scenario, with its own embedded name server and
+/// store under the run's directory; killed when dropped.
+#[derive(Debug)]
+pub struct OwnBroker {
+    child: Child,
+    /// Remoting address, `127.0.0.1:port`.
+    pub addr: String,
+    /// Its embedded name server, `127.0.0.1:port`.
+    pub namesrv: String,
+    /// Its directory (store and `broker.log`).
+    pub dir: PathBuf,
+}
+
+impl OwnBroker {
+    /// Starts the e2e broker binary with `sets` (`key=value`) in a fresh
+    /// directory named after `name`.
+    ///
+    /// # Errors
+    /// When the suite runs without the binary or the broker does not start.
+    pub fn start(env: &E2eEnv, name: &str, sets: &[&str]) -> Result<Self> {
+        let bin = env
+            .broker_bin
+            .clone()
+            .context("SLUICE_E2E_BROKER_A_BIN not set")?;
+        let dir = env
+            .dir
+            .clone()
+            .context("SLUICE_E2E_DIR not set")?
+            .join(unique(&format!("{name}-")));
+        let (port, ns_port) = (free_port()?, free_port()?);
+        let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
+        let child = spawn_broker(&bin, &dir, port, ns_port, &sets)?;
+        Ok(Self {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+            namesrv: format!("127.0.0.1:{ns_port}"),
+            dir,
+        })
+    }
+
+    /// Whether the process is still running (a crash shows here).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        // An error means the process already exited.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `SEND_MESSAGE_V2` request for queue 0 of `topic` (created from
+/// `TBW102` if missing) with the body `"busy {i}"`.
+pub fn send_request(topic: &str, i: usize) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "e2e-busy".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        born_timestamp: 1_700_000_000_000,
+        ..SendMessageRequestHeader::default()
+    });
+    RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header)
+        .with_body(format!("busy {i}").into_bytes())
+}
+
+/// Sends `n` requests of [`send_request`] at once; returns (code, remark)
+/// of each answer, in request order.
+///
+/// # Errors
+/// When a request gets no answer within 10 s.
+pub async fn burst(
+    client: &Arc<RemotingClient>,
+    addr: &str,
+    topic: &str,
+    n: usize,
+) -> Result<Vec<(ResponseCode, String)>> {
+    let calls: Vec<_> = (0..n)
+        .map(|i| {
+            let (client, addr, topic) = (Arc::clone(client), addr.to_owned(), topic.to_owned());
+            tokio::spawn(async move {
+                client
+                    .invoke(&addr, send_request(&topic, i), Duration::from_secs(10))
+                    .await
+                    .map(|r| (r.response_code(), r.remark.unwrap_or_default()))
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(n);
+    for c in calls {
+        out.push(c.await.context("send task")?.context("send request")?);
+    }
+    Ok(out)
+}
+
+/// The number after `label` in a busy remark (`period in queue: 73ms`).
+pub fn figure(remark: &str, label: &str) -> Option<u64> {
+    remark
+        .split(label)
+        .nth(1)?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()
+}
+
+/// One figure of the broker's `GET_BROKER_RUNTIME_INFO` table (for
+/// example `pageCacheLockTimeMills`).
+///
+/// # Errors
+/// When the broker does not answer, or the figure is missing or not a
+/// number.
+pub async fn runtime_figure(client: &RemotingClient, addr: &str, key: &str) -> Result<i64> {
+    let resp = client
+        .invoke(
+            addr,
+            RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO),
+            Duration::from_secs(5),
+        )
+        .await
+        .context("GET_BROKER_RUNTIME_INFO")?;
+    let table: remoting_protocol::body::KvTable =
+        remoting_protocol::body::from_json(&resp.body).context("runtime info body")?;
+    table
+        .table
+        .get(key)
+        .with_context(|| format!("runtime info has no {key}"))?
+        .parse()
+        .with_context(|| format!("runtime info {key} is not a number"))
 }

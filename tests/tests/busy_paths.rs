@@ -7,78 +7,27 @@
 
 use std::{sync::Arc, time::Duration};
 
-use e2e_tests::{free_port, spawn_broker, unique, E2eEnv, SLOW_SENDS};
+use e2e_tests::{burst, figure, unique, E2eEnv, OwnBroker, SLOW_SENDS};
 use producer_client::{BusyPolicy, Message, Producer, ProducerConfig, ProducerError};
 use remoting_net::{ClientOptions, RemotingClient};
-use remoting_protocol::{
-    header::{SendMessageRequestHeader, SendMessageRequestHeaderV2},
-    RemotingCommand, RequestCode, ResponseCode,
-};
-
-fn send_request(topic: &str, i: usize) -> RemotingCommand {
-    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-        producer_group: "e2e-busy".into(),
-        topic: topic.into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id: 0,
-        born_timestamp: 1_700_000_000_000,
-        ..SendMessageRequestHeader::default()
-    });
-    RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header)
-        .with_body(format!("busy {i}").into_bytes())
-}
-
-/// Sends `n` requests at once; returns (code, remark) of each answer.
-async fn burst(
-    client: &Arc<RemotingClient>,
-    addr: &str,
-    topic: &str,
-    n: usize,
-) -> Vec<(ResponseCode, String)> {
-    let calls: Vec<_> = (0..n)
-        .map(|i| {
-            let (client, addr, topic) = (Arc::clone(client), addr.to_owned(), topic.to_owned());
-            tokio::spawn(async move {
-                let r = client
-                    .invoke(&addr, send_request(&topic, i), Duration::from_secs(10))
-                    .await
-                    .unwrap();
-                (r.response_code(), r.remark.unwrap_or_default())
-            })
-        })
-        .collect();
-    let mut out = Vec::new();
-    for c in calls {
-        out.push(c.await.unwrap());
-    }
-    out
-}
+use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_sends_are_answered_busy_and_a_run_time_limit_change_ends_it() {
     let Some(env) = E2eEnv::from_env("busy paths") else {
         return;
     };
-    let bin = env.broker_bin.clone().expect("SLUICE_E2E_BROKER_A_BIN");
-    let dir = env
-        .dir
-        .clone()
-        .expect("SLUICE_E2E_DIR")
-        .join(unique("busy-"));
-    let (port, ns_port) = (free_port().unwrap(), free_port().unwrap());
-    let sets: Vec<String> = SLOW_SENDS.iter().map(|s| (*s).to_owned()).collect();
-    let mut child = spawn_broker(&bin, &dir, port, ns_port, &sets).unwrap();
-    let addr = format!("127.0.0.1:{port}");
+    let mut broker = OwnBroker::start(&env, "busy", &SLOW_SENDS).unwrap();
+    let addr = broker.addr.clone();
     let client = Arc::new(RemotingClient::new(ClientOptions::default()));
     let topic = unique("Busy");
     assert_eq!(
-        burst(&client, &addr, &topic, 1).await[0].0,
+        burst(&client, &addr, &topic, 1).await.unwrap()[0].0,
         ResponseCode::SUCCESS,
         "topic created"
     );
 
-    let outcomes = burst(&client, &addr, &topic, 10).await;
+    let outcomes = burst(&client, &addr, &topic, 10).await.unwrap();
     let expired: Vec<&String> = outcomes
         .iter()
         .filter(|(c, r)| *c == ResponseCode::SYSTEM_BUSY && r.starts_with("[TIMEOUT_CLEAN_QUEUE]"))
@@ -86,12 +35,7 @@ async fn expired_sends_are_answered_busy_and_a_run_time_limit_change_ends_it() {
         .collect();
     assert!(!expired.is_empty(), "{outcomes:?}");
     for remark in &expired {
-        let period: u64 = remark
-            .split("period in queue: ")
-            .nth(1)
-            .and_then(|r| r.split("ms").next())
-            .and_then(|n| n.parse().ok())
-            .expect("period in the remark");
+        let period = figure(remark, "period in queue: ").expect("period in the remark");
         assert!(period >= 50, "{remark}");
         assert!(remark.contains("size of queue: "), "{remark}");
     }
@@ -104,7 +48,7 @@ async fn expired_sends_are_answered_busy_and_a_run_time_limit_change_ends_it() {
     // The "never" busy policy hands the busy answer to the caller.
     let producer = Producer::start(ProducerConfig {
         busy_policy: BusyPolicy::Never,
-        ..ProducerConfig::with_namesrv(&format!("127.0.0.1:{ns_port}"))
+        ..ProducerConfig::with_namesrv(&broker.namesrv)
     })
     .await
     .unwrap();
@@ -137,12 +81,11 @@ async fn expired_sends_are_answered_busy_and_a_run_time_limit_change_ends_it() {
         .await
         .unwrap();
     assert_eq!(r.response_code(), ResponseCode::SUCCESS);
-    let outcomes = burst(&client, &addr, &topic, 6).await;
+    let outcomes = burst(&client, &addr, &topic, 6).await.unwrap();
     assert!(
         outcomes.iter().all(|(c, _)| *c == ResponseCode::SUCCESS),
         "{outcomes:?}"
     );
 
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert!(broker.is_running(), "the broker survived");
 }
