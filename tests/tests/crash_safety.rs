@@ -3,9 +3,16 @@
 //! acknowledged is read back intact at the queue offset it was given.
 //! Several cycles each under ASYNC_FLUSH and SYNC_FLUSH (the page cache
 //! outlives the process, and SYNC_FLUSH also waits for the disk).
+//!
+//! A consumer group commits offsets all along; after each restart its
+//! offsets are intact: at least what was committed before the last offset
+//! flush (`flushConsumerOffsetInterval`), at most the last commit, and
+//! always a value that was committed (commits after the last flush may be
+//! lost, which redelivers, never skips).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::{
+    collections::HashMap,
     path::Path,
     process::Child,
     sync::{
@@ -33,8 +40,74 @@ fn body(i: u64) -> Vec<u8> {
     format!("crash-{i:012}-").repeat(20).into_bytes()
 }
 
+/// How often the broker writes consumer offsets to disk in these runs (ms).
+const OFFSET_FLUSH_MS: u64 = 200;
+/// The consumer group whose offsets must survive.
+const GROUP: &str = "crash-offsets";
+
 fn start_broker(bin: &Path, dir: &Path, port: u16, ns_port: u16, flush: &str) -> Child {
-    spawn_broker(bin, dir, port, ns_port, &[format!("flushDiskType={flush}")]).unwrap()
+    spawn_broker(
+        bin,
+        dir,
+        port,
+        ns_port,
+        &[
+            format!("flushDiskType={flush}"),
+            format!("flushConsumerOffsetInterval={OFFSET_FLUSH_MS}"),
+        ],
+    )
+    .unwrap()
+}
+
+/// Every offset committed per queue id, in commit order.
+type Commits = HashMap<u32, Vec<u64>>;
+
+/// The next offset to commit per queue: one past its highest acknowledged
+/// message.
+fn frontier(acks: &[Ack]) -> HashMap<u32, (String, u64)> {
+    let mut out: HashMap<u32, (String, u64)> = HashMap::new();
+    for a in acks {
+        let e = out
+            .entry(a.queue_id)
+            .or_insert_with(|| (a.broker_name.clone(), 0));
+        e.1 = e.1.max(a.queue_offset + 1);
+    }
+    out
+}
+
+/// Commits the group's offset of every queue that moved on, recording it.
+async fn commit_frontier(
+    consumer: &PullConsumer,
+    topic: &str,
+    acks: &Mutex<Vec<Ack>>,
+    commits: &Mutex<Commits>,
+) -> Result<(), consumer_client::ConsumerError> {
+    let todo = frontier(&acks.lock().unwrap());
+    for (queue_id, (broker_name, offset)) in todo {
+        let last = commits
+            .lock()
+            .unwrap()
+            .get(&queue_id)
+            .and_then(|c| c.last().copied());
+        if last.is_some_and(|l| l >= offset) {
+            continue;
+        }
+        let queue = MessageQueue {
+            topic: topic.to_owned(),
+            broker_name,
+            queue_id,
+        };
+        // Record before the commit: a commit cut short by the kill may still
+        // have reached the broker.
+        commits
+            .lock()
+            .unwrap()
+            .entry(queue_id)
+            .or_default()
+            .push(offset);
+        consumer.commit_offset(&queue, offset).await?;
+    }
+    Ok(())
 }
 
 async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
@@ -50,6 +123,11 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
     let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
     let mut next_index = 0u64;
     let mut child = start_broker(&bin, &dir, port, ns_port, flush);
+    let offsets_consumer = Arc::new(
+        PullConsumer::new(ConsumerConfig::new(&format!("127.0.0.1:{ns_port}"), GROUP)).unwrap(),
+    );
+    let commits: Arc<Mutex<Commits>> = Arc::default();
+    let mut acked_before = 0;
     for cycle in 0..cycles {
         let producer = Arc::new(
             Producer::start(ProducerConfig::with_namesrv(&format!(
@@ -85,15 +163,51 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
                 i
             })
         };
-        // Let it run a random while (after the first acknowledgement), then kill -9.
+        // After the first acknowledgement, commit offsets and wait until the
+        // broker has flushed them; these must survive.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while acks.lock().unwrap().len() <= next_index as usize && Instant::now() < deadline {
+        while acks.lock().unwrap().len() <= acked_before && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        offsets_consumer.fetch_queues(&topic).await.unwrap();
+        commit_frontier(&offsets_consumer, &topic, &acks, &commits)
+            .await
+            .unwrap();
+        let flushed: HashMap<u32, u64> = commits
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(q, c)| Some((*q, *c.last()?)))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(3 * OFFSET_FLUSH_MS)).await;
+        // Keep committing while sending for a random while, then kill -9.
+        let committer = {
+            let (consumer, stop, acks, commits, topic) = (
+                Arc::clone(&offsets_consumer),
+                Arc::clone(&stop),
+                Arc::clone(&acks),
+                Arc::clone(&commits),
+                topic.clone(),
+            );
+            tokio::spawn(async move {
+                for _ in 0..10_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // Commits fail once the broker is killed; that is the point.
+                    let _ = commit_frontier(&consumer, &topic, &acks, &commits).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
         tokio::time::sleep(Duration::from_millis(fastrand_ms(cycle))).await;
         child.kill().unwrap();
         child.wait().unwrap();
         stop.store(true, Ordering::Relaxed);
+        tokio::time::timeout(Duration::from_secs(30), committer)
+            .await
+            .unwrap()
+            .unwrap();
         next_index = tokio::time::timeout(Duration::from_secs(30), sender)
             .await
             .unwrap()
@@ -103,10 +217,58 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
         child = start_broker(&bin, &dir, port, ns_port, flush);
         let snapshot = acks.lock().unwrap().clone();
         verify(ns_port, &topic, &snapshot).await;
-        println!("{flush} cycle {cycle}: {acked} acknowledged so far, all found after kill -9 and restart");
+        let commits_now = commits.lock().unwrap().clone();
+        let kept =
+            verify_offsets(&offsets_consumer, &topic, &snapshot, &flushed, &commits_now).await;
+        acked_before = acked;
+        println!(
+            "{flush} cycle {cycle}: {acked} acknowledged so far, all found after kill -9 and \
+             restart; offsets of {} queues intact ({kept} at their last commit)",
+            flushed.len()
+        );
     }
+    offsets_consumer.shutdown().await;
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Checks the group's offsets after a restart: each at least what was
+/// flushed before the kill, and one of the values committed. Returns how
+/// many are at their last commit.
+async fn verify_offsets(
+    consumer: &PullConsumer,
+    topic: &str,
+    acks: &[Ack],
+    flushed: &HashMap<u32, u64>,
+    commits: &Commits,
+) -> usize {
+    let mut at_last = 0;
+    consumer.fetch_queues(topic).await.unwrap();
+    for (queue_id, (broker_name, _)) in frontier(acks) {
+        let queue = MessageQueue {
+            topic: topic.to_owned(),
+            broker_name,
+            queue_id,
+        };
+        let got = consumer.fetch_consume_offset(&queue).await.unwrap();
+        let Some(&must) = flushed.get(&queue_id) else {
+            continue;
+        };
+        let got = got.unwrap_or_else(|| panic!("queue {queue_id}: offset lost (flushed {must})"));
+        let history = &commits[&queue_id];
+        assert!(
+            got >= must,
+            "queue {queue_id}: offset {got} went back before the flushed {must}"
+        );
+        assert!(
+            history.contains(&got),
+            "queue {queue_id}: offset {got} was never committed ({history:?})"
+        );
+        if history.last() == Some(&got) {
+            at_last += 1;
+        }
+    }
+    at_last
 }
 
 /// A kill moment between 100 and 700 ms, varied per cycle and run.
