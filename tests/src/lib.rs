@@ -193,6 +193,7 @@ pub fn spawn_broker(
         .arg(dir.join("store"))
         .args(["--set", &format!("namesrvListenPort={ns_port}")])
         .args(["--set", "metricsListenPort=0"])
+        .args(["--set", "grpcListenPort=0"])
         .args(["--set", "mappedFileSizeCommitLog=67108864"]);
     for set in sets {
         command.args(["--set", set]);
@@ -267,6 +268,16 @@ impl Drop for OwnBroker {
         // An error means the process already exited.
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = self.dir.join("broker.log");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!("----- last {} lines of {} -----", tail.len(), log.display());
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
