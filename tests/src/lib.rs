@@ -9,6 +9,7 @@
 //! - `SLUICE_E2E_NAMESRV`: the name server, `127.0.0.1:port`.
 //! - `SLUICE_E2E_BROKER_A`, `SLUICE_E2E_BROKER_B`: the brokers' remoting
 //!   addresses (broker names `broker-a` and `broker-b`).
+//! - `SLUICE_E2E_GRPC_A`: broker-a's gRPC endpoint (`127.0.0.1:port`).
 //! - `SLUICE_E2E_BROKER_A_BIN`: the broker binary, for scenarios that start
 //!   their own broker.
 //! - `SLUICE_E2E_DIR`: the run's temporary directory.
@@ -42,6 +43,8 @@ pub struct E2eEnv {
     pub namesrv: String,
     /// Remoting addresses of `broker-a` and `broker-b`.
     pub brokers: [String; 2],
+    /// broker-a's gRPC endpoint.
+    pub grpc: Option<String>,
     /// Path of the broker binary.
     pub broker_bin: Option<PathBuf>,
     /// The run's temporary directory.
@@ -65,6 +68,7 @@ impl E2eEnv {
                 var("SLUICE_E2E_BROKER_A").unwrap_or_default(),
                 var("SLUICE_E2E_BROKER_B").unwrap_or_default(),
             ],
+            grpc: var("SLUICE_E2E_GRPC_A"),
             broker_bin: var("SLUICE_E2E_BROKER_A_BIN").map(PathBuf::from),
             dir: var("SLUICE_E2E_DIR").map(PathBuf::from),
             quick: var("SLUICE_E2E_QUICK").is_some_and(|v| v == "1"),

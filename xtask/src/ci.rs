@@ -28,6 +28,9 @@ pub fn all(root: &Path) -> Result<()> {
     run(clippy)?;
     fuzz_check(root)?;
     crate::e2e::run_suite(root, true)?;
+    // The overload experiment end to end, in debug with short phases (about
+    // 35 s with the broker already built): it must run, whatever it measures.
+    crate::bench::main(root, &["overload".to_owned(), "--quick".to_owned()])?;
     test(root)
 }
 

@@ -83,8 +83,10 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
     ns_cmd.args(["--bind", "127.0.0.1", "--listen-port", &ns_port.to_string()]);
     procs.push(spawn("namesrv", ns_cmd, &dir)?);
     let mut brokers = Vec::new();
+    let mut grpc = Vec::new();
     for name in ["broker-a", "broker-b"] {
         let port = free_port()?;
+        let grpc_port = free_port()?;
         let mut cmd = Command::new(&broker_bin);
         cmd.arg("-p")
             .arg(port.to_string())
@@ -95,6 +97,7 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
         for set in [
             "embeddedNamesrv=false".to_owned(),
             "metricsListenPort=0".to_owned(),
+            format!("grpcListenPort={grpc_port}"),
             format!("brokerName={name}"),
             format!("mappedFileSizeCommitLog={}", 64 * 1024 * 1024),
         ] {
@@ -102,6 +105,7 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
         }
         procs.push(spawn(name, cmd, &dir)?);
         brokers.push(format!("127.0.0.1:{port}"));
+        grpc.push(format!("127.0.0.1:{grpc_port}"));
     }
 
     let outcome = wait_ready(&mut procs, &ns_addr, &brokers).and_then(|()| {
@@ -117,6 +121,7 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
         .env("SLUICE_E2E_NAMESRV", &ns_addr)
         .env("SLUICE_E2E_BROKER_A", &brokers[0])
         .env("SLUICE_E2E_BROKER_B", &brokers[1])
+        .env("SLUICE_E2E_GRPC_A", &grpc[0])
         .env("SLUICE_E2E_BROKER_A_BIN", &broker_bin)
         .env("SLUICE_E2E_DIR", &dir);
         if quick {

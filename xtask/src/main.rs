@@ -2,12 +2,16 @@
 //!
 //! - `ci`: everything CI checks: formatting, repository lints, clippy with
 //!   warnings denied, that the fuzz target builds, the quick end-to-end
-//!   suite against real processes, and the whole test suite.
+//!   suite against real processes, the quick overload experiment, and the
+//!   whole test suite.
 //! - `lint`: the repository rules alone (see `lint.rs`).
 //! - `fuzz-check`: builds the fuzz crate without running it.
 //! - `e2e [--quick]`: the end-to-end suite against real name server and
 //!   broker processes (see `e2e.rs`).
+//! - `bench overload|closed [--quick]`: the overload experiment and the
+//!   closed-loop throughput table against a real broker (see `bench.rs`).
 
+mod bench;
 mod ci;
 mod e2e;
 mod lint;
@@ -27,6 +31,7 @@ fn main() -> Result<()> {
         Some("ci") => ci::all(&root),
         Some("lint") => lint::run(&root),
         Some("fuzz-check") => ci::fuzz_check(&root),
+        Some("bench") => bench::main(&root, &args[1..]),
         Some("e2e") => {
             let mut quick = false;
             for arg in &args[1..] {
@@ -48,11 +53,16 @@ fn main() -> Result<()> {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  ci           formatting, lints, clippy (-D warnings), fuzz build, e2e --quick, all tests
+  ci           formatting, lints, clippy (-D warnings), fuzz build, e2e --quick,
+               bench overload --quick, all tests
   lint         repository rules: crate graph, unsafe confinement, module docs
   fuzz-check   build the fuzz targets without running them
   e2e          end-to-end tests against real namesrv and broker processes
-               (--quick: fewer messages)";
+               (--quick: fewer messages)
+  bench        overload: capacity, then 2x capacity with early admission on/off
+               (table, overload.json, overload.png); closed: msgs/s and latency
+               at 1/16/64 in flight, ASYNC_FLUSH and SYNC_FLUSH
+               (--quick: debug build, short phases; see `cargo xtask bench`)";
 
 /// The workspace root: the parent of this crate's directory.
 fn project_root() -> PathBuf {

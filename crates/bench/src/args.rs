@@ -1,24 +1,61 @@
-//! Command-line flags of `sluice-bench` and their conversion to a
-//! [`Config`] and a [`Mode`].
+//! Command-line flags of `sluice-bench`: the producer benchmark (the
+//! default, or `produce`), `consume`, and `overload-report`, and their
+//! conversion to the settings of each.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
-use anyhow::Result;
-use clap::Parser;
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
 
-use crate::config::{Config, Mode};
+use crate::{
+    config::{Config, Mode},
+    consume::{ConsumeConfig, StartFrom, CONSUMER_GROUP},
+};
 
-/// Sends `SEND_MESSAGE_V2` requests straight to one broker and reports
-/// throughput, latency percentiles and failures by reason.
+/// Load tool for RocketMQ-protocol brokers.
 ///
-/// Closed loop by default (`--in-flight`, 1 if not given); `--rate` switches
-/// to an open loop whose latency counts from the intended send time.
+/// Without a subcommand it sends, as `produce` does: `SEND_MESSAGE_V2`
+/// requests to one broker (`--broker`) or to every writable queue of a
+/// topic's route (`--namesrv`), closed loop by default (`--in-flight`, 1 if
+/// not given) or open loop (`--rate`, latency counted from the intended
+/// send time), and reports throughput, latency percentiles and failures by
+/// reason.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "sluice-bench", version)]
+#[command(name = "sluice-bench", version, args_conflicts_with_subcommands = true)]
 pub struct Args {
-    /// Broker address (host:port); no name server is asked.
+    /// What to run; sending when none is given.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The flags of sending without a subcommand.
+    #[command(flatten)]
+    pub produce: ProduceArgs,
+}
+
+/// The subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Send messages (the same as giving no subcommand).
+    Produce(ProduceArgs),
+    /// Pull a topic's queues in parallel and report msgs/s, MB/s and
+    /// end-to-end latency.
+    Consume(ConsumeArgs),
+    /// Summarize the overload experiment from the load tool's JSON reports:
+    /// print its table, write overload.json and overload.png.
+    OverloadReport(OverloadReportArgs),
+}
+
+/// Flags of the producer benchmark.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProduceArgs {
+    /// Broker address (host:port) to send to directly, over queues
+    /// 0..queues.
     #[arg(long, default_value = "127.0.0.1:10911")]
     pub broker: String,
+    /// Name server (host:port) to ask for the topic's route; sends then
+    /// rotate over every writable queue of every master broker, and
+    /// `--broker` is not used.
+    #[arg(long, conflicts_with = "broker")]
+    pub namesrv: Option<String>,
     /// Topic to send to.
     #[arg(long, default_value = "BenchTopic")]
     pub topic: String,
@@ -56,7 +93,7 @@ pub struct Args {
     pub json: bool,
 }
 
-impl Args {
+impl ProduceArgs {
     /// The run these flags describe, checked.
     ///
     /// # Errors
@@ -64,6 +101,7 @@ impl Args {
     pub fn to_run(&self) -> Result<(Config, Mode)> {
         let config = Config {
             broker: self.broker.clone(),
+            namesrv: self.namesrv.clone(),
             topic: self.topic.clone(),
             queues: self.queues,
             body_bytes: self.size,
@@ -88,13 +126,170 @@ impl Args {
     }
 }
 
+/// Flags of the consumer benchmark.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsumeArgs {
+    /// Name server(s) (host:port, `;`-separated) to find the topic's queues
+    /// and brokers; a Sluice broker's embedded name server listens on 9876.
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    pub namesrv: String,
+    /// Topic to read.
+    #[arg(long, default_value = "BenchTopic")]
+    pub topic: String,
+    /// Consumer group the pulls declare (offsets are not committed).
+    #[arg(long, default_value = CONSUMER_GROUP)]
+    pub group: String,
+    /// Where each queue starts: `last` reads what is sent during the run
+    /// (end-to-end latency), `first` reads the backlog.
+    #[arg(long, value_enum, default_value = "last")]
+    pub from: StartFrom,
+    /// Messages asked for per pull (1..=1024).
+    #[arg(long, default_value_t = 32)]
+    pub batch: u32,
+    /// Seconds pulled.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Timeout of each request in milliseconds (held pulls get more).
+    #[arg(long, default_value_t = 3000)]
+    pub timeout_ms: u64,
+    /// Print the report as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ConsumeArgs {
+    /// The run these flags describe, checked.
+    ///
+    /// # Errors
+    /// A message naming the first flag out of range.
+    pub fn to_config(&self) -> Result<ConsumeConfig> {
+        let config = ConsumeConfig {
+            namesrv: self.namesrv.clone(),
+            topic: self.topic.clone(),
+            group: self.group.clone(),
+            from: self.from,
+            batch: self.batch,
+            duration: Duration::from_secs(self.duration),
+            timeout: Duration::from_millis(self.timeout_ms),
+            progress: true,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Flags of the overload experiment's summary.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OverloadReportArgs {
+    /// JSON report (`--json`) of the closed-loop run that measured capacity.
+    #[arg(long)]
+    pub capacity: PathBuf,
+    /// An open-loop run's JSON report, as LABEL=FILE; may repeat.
+    #[arg(long = "run", value_name = "LABEL=FILE", required = true)]
+    pub runs: Vec<String>,
+    /// The send queue's wait limit (`waitTimeMillsInSendQueue`), ms.
+    #[arg(long, default_value_t = 200)]
+    pub limit_ms: u64,
+    /// What bounded the broker's capacity, as printed.
+    #[arg(long, default_value = "not stated")]
+    pub bound: String,
+    /// Directory for overload.json and overload.png.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+impl OverloadReportArgs {
+    /// The `--run` flags split into labels and files.
+    ///
+    /// # Errors
+    /// A `--run` value without `=`, or with an empty label or file.
+    pub fn labelled_runs(&self) -> Result<Vec<(String, PathBuf)>> {
+        self.runs
+            .iter()
+            .map(|r| {
+                let (label, file) = r
+                    .split_once('=')
+                    .filter(|(l, f)| !l.is_empty() && !f.is_empty())
+                    .with_context(|| format!("--run {r:?}: expected LABEL=FILE"))?;
+                Ok((label.to_owned(), PathBuf::from(file)))
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<(Config, Mode)> {
         let all = std::iter::once("sluice-bench").chain(args.iter().copied());
-        Args::try_parse_from(all)?.to_run()
+        Args::try_parse_from(all)?.produce.to_run()
+    }
+
+    fn command(args: &[&str]) -> Result<Option<Command>> {
+        let all = std::iter::once("sluice-bench").chain(args.iter().copied());
+        Ok(Args::try_parse_from(all)?.command)
+    }
+
+    #[test]
+    fn namesrv_replaces_the_broker() -> Result<()> {
+        let (config, _) = parse(&["--namesrv", "127.0.0.1:9876"])?;
+        assert_eq!(config.namesrv.as_deref(), Some("127.0.0.1:9876"));
+        assert!(parse(&["--namesrv", "a:1", "--broker", "b:2"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn subcommands_take_their_own_flags() -> Result<()> {
+        match command(&["produce", "--in-flight", "16"])? {
+            Some(Command::Produce(p)) => {
+                assert_eq!(p.to_run()?.1, Mode::Closed { in_flight: 16 });
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        match command(&[
+            "consume",
+            "--topic",
+            "T",
+            "--from",
+            "first",
+            "--duration",
+            "3",
+        ])? {
+            Some(Command::Consume(c)) => {
+                let config = c.to_config()?;
+                assert_eq!(config.topic, "T");
+                assert_eq!(config.from, StartFrom::First);
+                assert_eq!(config.duration, Duration::from_secs(3));
+                assert_eq!(config.namesrv, "127.0.0.1:9876");
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        match command(&[
+            "overload-report",
+            "--capacity",
+            "c.json",
+            "--run",
+            "on=a.json",
+            "--run",
+            "off=b.json",
+            "--out",
+            "d",
+        ])? {
+            Some(Command::OverloadReport(o)) => {
+                let runs = o.labelled_runs()?;
+                assert_eq!(runs.len(), 2);
+                assert_eq!(runs[1], ("off".to_owned(), PathBuf::from("b.json")));
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        assert!(command(&["consume", "--batch", "0"])
+            .and_then(|c| match c {
+                Some(Command::Consume(c)) => c.to_config().map(|_| ()),
+                _ => Ok(()),
+            })
+            .is_err());
+        Ok(())
     }
 
     #[test]

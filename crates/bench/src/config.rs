@@ -11,8 +11,14 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Settings shared by both modes.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Broker address (`host:port`) the requests go to directly.
+    /// Broker address (`host:port`) the requests go to directly, unless
+    /// `namesrv` is given.
     pub broker: String,
+    /// Name server (`host:port`) to ask for the topic's route; the sends then
+    /// rotate over every writable queue of every master broker in it, and
+    /// `broker` and `queues` are not used (except `queues` as the cap of a
+    /// borrowed auto-create route).
+    pub namesrv: Option<String>,
     /// Topic to send to.
     pub topic: String,
     /// Queues the requests rotate over (ids `0..queues`). At least 1.
@@ -58,6 +64,7 @@ impl Config {
     pub fn new(broker: impl Into<String>) -> Self {
         Self {
             broker: broker.into(),
+            namesrv: None,
             topic: "BenchTopic".into(),
             queues: 8,
             body_bytes: 1024,
@@ -75,6 +82,10 @@ impl Config {
     /// A message naming the first setting out of range.
     pub fn validate(&self) -> Result<()> {
         ensure!(!self.broker.is_empty(), "broker address must not be empty");
+        ensure!(
+            self.namesrv.as_ref().is_none_or(|n| !n.is_empty()),
+            "namesrv address must not be empty"
+        );
         ensure!(!self.topic.is_empty(), "topic must not be empty");
         ensure!(self.queues >= 1, "queues must be at least 1");
         ensure!(

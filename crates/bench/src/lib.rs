@@ -1,18 +1,26 @@
 //! The load tool: drives a RocketMQ-protocol broker with `SEND_MESSAGE_V2`
 //! requests at a fixed offered rate (open loop) or with a fixed number of
 //! requests in flight (closed loop), and reports throughput, latency
-//! percentiles and failures by reason.
+//! percentiles and failures by reason; pulls a topic and reports throughput
+//! and end-to-end latency.
 //!
 //! The `sluice-bench` binary is a thin shell over [`run::run`]:
 //!
 //! ```text
 //! sluice-bench --broker 127.0.0.1:10911 --in-flight 64 --duration 10
 //! sluice-bench --broker 127.0.0.1:10911 --rate 20000 --connections 4 --json
+//! sluice-bench --namesrv 127.0.0.1:9876 --topic Orders --in-flight 16
+//! sluice-bench consume --namesrv 127.0.0.1:9876 --topic Orders --duration 10
 //! ```
 //!
 //! - [`config`]: what a run does ([`Config`], [`Mode`]).
 //! - [`args`]: the command-line flags that build them.
+//! - [`route`]: where sends go: one broker's queues, or a topic's route from
+//!   a name server (`--namesrv`).
 //! - [`run`]: the closed and open loops.
+//! - [`consume`]: the consumer benchmark (`sluice-bench consume`).
+//! - [`overload`], [`chart`]: the overload experiment's table, JSON and
+//!   chart (`sluice-bench overload-report`, run by `cargo xtask bench`).
 //! - [`schedule`]: the open loop's fixed send times.
 //! - [`outcome`]: response codes and busy remarks (`[TAG]`, period in queue).
 //! - [`report`]: HDR histograms, counters, the table and the JSON.
@@ -28,9 +36,13 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod args;
+pub mod chart;
 pub mod config;
+pub mod consume;
 pub mod outcome;
+pub mod overload;
 pub mod report;
+pub mod route;
 pub mod run;
 pub mod schedule;
 

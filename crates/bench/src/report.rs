@@ -4,13 +4,20 @@
 //! Latencies are kept in microseconds up to [`MAX_LATENCY_US`] and printed in
 //! milliseconds with three decimals; periods in queue are kept in the
 //! milliseconds the broker reports.
+//!
+//! Besides the totals, a run keeps one [`Second`] per recorded second (by
+//! the time each response arrived, counted from the end of the warm-up):
+//! counts and the latency percentiles of that second alone, for charts of
+//! latency and rejections over time. Only the current second has a
+//! histogram; earlier ones keep their figures, so memory stays bounded by
+//! [`MAX_SERIES_SECONDS`].
 
 use std::{collections::BTreeMap, fmt, time::Duration};
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use remoting_protocol::ResponseCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     config::{Config, Mode},
@@ -26,6 +33,10 @@ pub const MAX_PERIOD_MS: u64 = 3_600_000;
 /// Significant decimal digits the histograms keep.
 const SIGNIFICANT_DIGITS: u8 = 3;
 
+/// Most seconds the per-second series keeps; later seconds count only in
+/// the totals.
+pub const MAX_SERIES_SECONDS: usize = 86_400;
+
 /// Histograms and counters of the recorded part of a run.
 #[derive(Debug, Clone)]
 pub struct Recorder {
@@ -36,10 +47,114 @@ pub struct Recorder {
     sent: u64,
     ok: u64,
     failed: Failures,
+    series: Series,
+}
+
+/// One recorded second: what completed in it (1 is the first second after
+/// the warm-up).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Second {
+    /// Seconds since the end of the warm-up, counting from 1.
+    pub t: u64,
+    /// `SUCCESS` responses.
+    pub ok: u64,
+    /// `SYSTEM_BUSY` responses.
+    pub busy: u64,
+    /// Every other failure (timeouts, other codes, backlog skips, ...).
+    pub other_failed: u64,
+    /// Median latency of this second's `SUCCESS` responses.
+    pub ok_p50_ms: Option<f64>,
+    /// 99th percentile latency of this second's `SUCCESS` responses.
+    pub ok_p99_ms: Option<f64>,
+    /// Largest latency of this second's `SUCCESS` responses.
+    pub ok_max_ms: Option<f64>,
+    /// 99th percentile of this second's time to hear "busy".
+    pub busy_p99_ms: Option<f64>,
+}
+
+/// The per-second series under construction.
+#[derive(Debug, Clone)]
+struct Series {
+    seconds: Vec<Second>,
+    /// Index into `seconds` whose histograms are open.
+    current: usize,
+    ok_us: Histogram<u64>,
+    busy_us: Histogram<u64>,
+}
+
+impl Series {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            seconds: Vec::new(),
+            current: 0,
+            ok_us: histogram(MAX_LATENCY_US)?,
+            busy_us: histogram(MAX_LATENCY_US)?,
+        })
+    }
+
+    /// Counts an outcome in second `t` (from 1); a second earlier than the
+    /// current one only gets its counts, its percentiles being closed.
+    fn record(&mut self, t: u64, outcome: &Outcome, latency_us: u64) {
+        let Some(index) = usize::try_from(t.max(1) - 1)
+            .ok()
+            .filter(|i| *i < MAX_SERIES_SECONDS)
+        else {
+            return;
+        };
+        if index > self.current || self.seconds.is_empty() {
+            self.close();
+            self.current = index;
+        }
+        while self.seconds.len() <= index {
+            let t = self.seconds.len() as u64 + 1;
+            self.seconds.push(Second {
+                t,
+                ..Second::default()
+            });
+        }
+        let open = index == self.current;
+        let second = &mut self.seconds[index];
+        match outcome {
+            Outcome::Ok => {
+                second.ok += 1;
+                if open {
+                    self.ok_us.saturating_record(latency_us);
+                }
+            }
+            Outcome::Busy(_) => {
+                second.busy += 1;
+                if open {
+                    self.busy_us.saturating_record(latency_us);
+                }
+            }
+            _ => second.other_failed += 1,
+        }
+    }
+
+    /// Writes the open second's percentiles and empties its histograms.
+    fn close(&mut self) {
+        if let Some(second) = self.seconds.get_mut(self.current) {
+            if let Some(l) = LatencyMs::of(&self.ok_us) {
+                second.ok_p50_ms = Some(l.p50);
+                second.ok_p99_ms = Some(l.p99);
+                second.ok_max_ms = Some(l.max);
+            }
+            second.busy_p99_ms = LatencyMs::of(&self.busy_us).map(|l| l.p99);
+        }
+        self.ok_us.reset();
+        self.busy_us.reset();
+    }
+
+    /// The series so far, the open second included.
+    fn snapshot(&self) -> Vec<Second> {
+        let mut copy = self.clone();
+        copy.close();
+        copy.seconds
+    }
 }
 
 /// Failed requests by kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failures {
     /// `FLUSH_DISK_TIMEOUT` responses.
     pub flush_disk_timeout: u64,
@@ -56,14 +171,14 @@ pub struct Failures {
 }
 
 /// The result of a run, in the form printed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// Broker address.
     pub broker: String,
     /// Topic.
     pub topic: String,
     /// `closed` or `open`.
-    pub mode: &'static str,
+    pub mode: String,
     /// Concurrent senders (closed loop).
     pub in_flight: Option<u32>,
     /// Offered requests per second (open loop).
@@ -98,10 +213,14 @@ pub struct Report {
     pub period_in_queue_ms: Option<PeriodMs>,
     /// The `retryAfterMs` back-off busy responses suggested.
     pub retry_after_ms: Option<PeriodMs>,
+    /// Name server the route came from, when one was asked.
+    pub namesrv: Option<String>,
+    /// Each second of the recorded time (by completion).
+    pub series: Vec<Second>,
 }
 
 /// Latency percentiles in milliseconds (microsecond resolution).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyMs {
     /// Values recorded.
     pub count: u64,
@@ -118,7 +237,7 @@ pub struct LatencyMs {
 }
 
 /// Percentiles of a quantity recorded in whole milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeriodMs {
     /// Values recorded.
     pub count: u64,
@@ -146,7 +265,23 @@ impl Recorder {
             sent: 0,
             ok: 0,
             failed: Failures::default(),
+            series: Series::new()?,
         })
+    }
+
+    /// Records a request as [`Recorder::record`] does, and counts it in
+    /// second `t` (from 1) of the per-second series.
+    pub fn record_in(&mut self, t: u64, outcome: &Outcome, latency: Duration) {
+        let latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.series.record(t, outcome, latency_us);
+        self.record(outcome, latency);
+    }
+
+    /// Records a backlog skip as [`Recorder::record_backlog`] does, and
+    /// counts it in second `t` of the series.
+    pub fn record_backlog_in(&mut self, t: u64) {
+        self.series.record(t, &Outcome::Timeout, 0);
+        self.record_backlog();
     }
 
     /// Records a request that was sent and what became of it.
@@ -215,7 +350,7 @@ impl Recorder {
         Report {
             broker: config.broker.clone(),
             topic: config.topic.clone(),
-            mode: mode_name,
+            mode: mode_name.to_owned(),
             in_flight,
             rate_per_sec,
             max_outstanding,
@@ -233,6 +368,8 @@ impl Recorder {
             time_to_busy_ms: LatencyMs::of(&self.busy_latency_us),
             period_in_queue_ms: PeriodMs::of(&self.period_in_queue_ms),
             retry_after_ms: PeriodMs::of(&self.retry_after_ms),
+            namesrv: config.namesrv.clone(),
+            series: self.series.snapshot(),
         }
     }
 }
@@ -294,7 +431,7 @@ impl fmt::Display for Report {
             (None, Some(rate), Some(cap)) => {
                 format!("open loop, {rate}/s offered, at most {cap} outstanding")
             }
-            _ => self.mode.to_owned(),
+            _ => self.mode.clone(),
         };
         writeln!(f, "broker        {} topic {}", self.broker, self.topic)?;
         writeln!(f, "mode          {mode}")?;
@@ -551,6 +688,44 @@ mod tests {
         assert_eq!(json["latency_ms"]["max"], 1.5);
         assert_eq!(json["period_in_queue_ms"]["max"], 250);
         assert_eq!(json["in_flight"], serde_json::Value::Null);
+        Ok(())
+    }
+
+    #[test]
+    fn the_series_keeps_each_seconds_own_counts_and_percentiles() -> Result<()> {
+        let mut rec = Recorder::new()?;
+        for us in 1..=100 {
+            rec.record_in(1, &Outcome::Ok, Duration::from_micros(us * 10));
+        }
+        rec.record_in(1, &busy("EARLY_REJECT", None), Duration::from_micros(50));
+        rec.record_in(3, &Outcome::Ok, Duration::from_micros(1500));
+        // A late arrival for a closed second counts, without percentiles.
+        rec.record_in(1, &Outcome::Ok, Duration::from_secs(5));
+        rec.record_in(3, &Outcome::Timeout, Duration::from_secs(3));
+        rec.record_backlog_in(3);
+        let series = rec
+            .report(&Config::new("b:1"), Mode::Closed { in_flight: 1 })
+            .series;
+        assert_eq!(series.len(), 3);
+        assert_eq!(
+            (
+                series[0].t,
+                series[0].ok,
+                series[0].busy,
+                series[0].other_failed
+            ),
+            (1, 101, 1, 0)
+        );
+        assert_eq!(series[0].ok_p99_ms, Some(0.99));
+        assert_eq!(series[0].ok_max_ms, Some(1.0));
+        assert_eq!(series[0].busy_p99_ms, Some(0.05));
+        assert_eq!(
+            (series[1].t, series[1].ok, series[1].ok_p99_ms),
+            (2, 0, None)
+        );
+        assert_eq!((series[2].ok, series[2].other_failed), (1, 2));
+        assert_eq!(series[2].ok_p50_ms, Some(1.5));
+        assert_eq!(series[2].busy_p99_ms, None);
         Ok(())
     }
 

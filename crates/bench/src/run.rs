@@ -11,6 +11,7 @@
 //!   falls behind (or requests skipped for backlog) cannot hide a stall.
 
 use std::{
+    collections::BTreeMap,
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc, Mutex, PoisonError,
@@ -32,6 +33,7 @@ use crate::{
     config::{Config, Mode},
     outcome::Outcome,
     report::{progress_line, Recorder, Report},
+    route::{self, Destination},
     schedule::Schedule,
 };
 
@@ -44,6 +46,11 @@ const CONNECTION_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// Extra time, beyond the request timeout, allowed for draining.
 const DRAIN_SLACK: Duration = Duration::from_secs(1);
+
+/// Ext field of `SEND_MESSAGE_V2` holding the born timestamp (RocketMQ's
+/// `bornTimestamp`), set afresh on every send so that consumers can measure
+/// end-to-end latency.
+const BORN_TIMESTAMP_V2: &str = "g";
 
 /// Runs `mode` against the broker in `config` and reports the recorded part.
 ///
@@ -105,7 +112,8 @@ pub async fn open_loop(config: &Config, rate_per_sec: f64, max_outstanding: u64)
             index += 1;
             if outstanding.load(Ordering::Relaxed) >= max_outstanding {
                 if intended >= shared.warmup_end {
-                    shared.with_recorder(Recorder::record_backlog);
+                    let t = shared.second_of(intended);
+                    shared.with_recorder(|r| r.record_backlog_in(t));
                 }
                 continue;
             }
@@ -125,11 +133,20 @@ pub async fn open_loop(config: &Config, rate_per_sec: f64, max_outstanding: u64)
     Ok(shared.report(config, mode))
 }
 
+/// One queue the run sends to.
+struct Target {
+    /// The request for this queue, copied for each send.
+    template: RemotingCommand,
+    /// The connections to the queue's broker.
+    connections: Vec<Arc<ClientConnection>>,
+}
+
 /// What the senders of one run share.
 struct Shared {
-    connections: Vec<Arc<ClientConnection>>,
-    /// One request per queue id, copied for each send.
-    templates: Vec<RemotingCommand>,
+    /// Every queue, in the order requests rotate over them.
+    targets: Vec<Target>,
+    /// The brokers sent to, for the report.
+    brokers: String,
     next: AtomicU64,
     timeout: Duration,
     start: Instant,
@@ -141,23 +158,29 @@ struct Shared {
 impl Shared {
     async fn connect(config: &Config) -> Result<Self> {
         config.validate()?;
-        let options = ClientOptions::default();
-        let mut connections = Vec::new();
-        for i in 0..config.connections {
-            let conn = ClientConnection::connect(&config.broker, &options)
-                .await
-                .with_context(|| format!("open connection {i} to {}", config.broker))?;
-            connections.push(conn);
+        let destinations = match &config.namesrv {
+            Some(namesrv) => {
+                route::lookup(namesrv, &config.topic, config.queues, config.timeout).await?
+            }
+            None => route::direct(&config.broker, config.queues),
+        };
+        let targets = connect_all(config, &destinations).await?;
+        let mut brokers: Vec<String> = Vec::new();
+        for d in &destinations {
+            let label = if d.broker_name == d.addr {
+                d.addr.clone()
+            } else {
+                format!("{}={}", d.broker_name, d.addr)
+            };
+            if !brokers.contains(&label) {
+                brokers.push(label);
+            }
         }
-        let body = Bytes::from(vec![b'x'; config.body_bytes]);
-        let templates = (0..config.queues)
-            .map(|queue| send_request(&config.topic, queue, body.clone()))
-            .collect::<Result<Vec<_>>>()?;
         let start = Instant::now();
         let warmup_end = start + config.warmup;
         Ok(Self {
-            connections,
-            templates,
+            targets,
+            brokers: brokers.join(","),
             next: AtomicU64::new(0),
             timeout: config.timeout,
             start,
@@ -184,16 +207,26 @@ impl Shared {
     /// falls after the warm-up.
     async fn send_one(&self, intended: Instant) -> Option<Outcome> {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
-        let conn = pick(&self.connections, seq)?;
-        let mut request = pick(&self.templates, seq)?.clone();
+        let target = pick(&self.targets, seq)?;
+        let round = seq / u64::try_from(self.targets.len()).ok()?;
+        let conn = pick(&target.connections, round)?;
+        let mut request = target.template.clone();
         request.opaque = next_opaque();
+        request.set_ext(BORN_TIMESTAMP_V2, now_ms().to_string());
         let result = conn.invoke(request, self.timeout).await;
-        let latency = Instant::now().saturating_duration_since(intended);
+        let done = Instant::now();
+        let latency = done.saturating_duration_since(intended);
         let outcome = Outcome::of(&result);
         if intended >= self.warmup_end {
-            self.with_recorder(|r| r.record(&outcome, latency));
+            let t = self.second_of(done);
+            self.with_recorder(|r| r.record_in(t, &outcome, latency));
         }
         Some(outcome)
+    }
+
+    /// The second of the recorded time `at` falls in, counting from 1.
+    fn second_of(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.warmup_end).as_secs() + 1
     }
 
     fn with_recorder<T>(&self, f: impl FnOnce(&mut Recorder) -> T) -> T {
@@ -201,23 +234,68 @@ impl Shared {
     }
 
     fn report(&self, config: &Config, mode: Mode) -> Report {
-        self.with_recorder(|r| r.report(config, mode))
+        let mut report = self.with_recorder(|r| r.report(config, mode));
+        report.broker = self.brokers.clone();
+        report
     }
 }
 
-/// A `SEND_MESSAGE_V2` request for `queue_id`, without a fresh opaque.
+/// Opens `config.connections` connections to each broker of `destinations`
+/// and pairs every destination with its request and its broker's connections.
+async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Vec<Target>> {
+    let options = ClientOptions::default();
+    let mut by_addr: BTreeMap<&str, Vec<Arc<ClientConnection>>> = BTreeMap::new();
+    for d in destinations {
+        if by_addr.contains_key(d.addr.as_str()) {
+            continue;
+        }
+        let mut connections = Vec::new();
+        for i in 0..config.connections {
+            let conn = ClientConnection::connect(&d.addr, &options)
+                .await
+                .with_context(|| format!("open connection {i} to broker {}", d.addr))?;
+            connections.push(conn);
+        }
+        by_addr.insert(&d.addr, connections);
+    }
+    let body = Bytes::from(vec![b'x'; config.body_bytes]);
+    destinations
+        .iter()
+        .map(|d| {
+            Ok(Target {
+                template: send_request(&config.topic, d.queue_id, body.clone(), config.queues)?,
+                connections: by_addr.get(d.addr.as_str()).cloned().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Milliseconds since the Unix epoch, 0 if the clock is before it.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A `SEND_MESSAGE_V2` request for `queue_id`, without a fresh opaque;
+/// `default_queues` is the queue count of the topic if the broker creates it
+/// on this send.
 ///
 /// # Errors
-/// A queue id beyond `i32`.
-pub fn send_request(topic: &str, queue_id: u32, body: Bytes) -> Result<RemotingCommand> {
-    let born_timestamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+/// A queue id or queue count beyond `i32`.
+pub fn send_request(
+    topic: &str,
+    queue_id: u32,
+    body: Bytes,
+    default_queues: u32,
+) -> Result<RemotingCommand> {
+    let born_timestamp = now_ms();
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: PRODUCER_GROUP.into(),
         topic: topic.into(),
         default_topic: "TBW102".into(),
-        default_topic_queue_nums: 8,
+        default_topic_queue_nums: i32::try_from(default_queues)
+            .context("queue count beyond i32")?,
         queue_id: i32::try_from(queue_id).context("queue id beyond i32")?,
         sys_flag: 0,
         born_timestamp,
@@ -286,7 +364,7 @@ mod tests {
 
     #[test]
     fn send_request_carries_topic_queue_and_body() -> Result<()> {
-        let cmd = send_request("T", 5, Bytes::from_static(b"abc"))?;
+        let cmd = send_request("T", 5, Bytes::from_static(b"abc"), 8)?;
         assert_eq!(cmd.request_code(), RequestCode::SEND_MESSAGE_V2);
         let header = SendMessageRequestHeader::from_command(&cmd)?;
         assert_eq!(header.topic, "T");

@@ -30,7 +30,7 @@ struct FakeBroker {
 impl Handler for FakeBroker {
     fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
         let n = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
-        let response = if n % 3 == 0 {
+        let response = if n.is_multiple_of(3) {
             request.response_to(ResponseCode::SYSTEM_BUSY, Some(BUSY_REMARK.into()))
         } else {
             request

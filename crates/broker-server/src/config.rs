@@ -70,6 +70,8 @@ pub struct BrokerSection {
     pub namesrv_listen_port: u16,
     /// Prometheus `/metrics` port; 0 turns it off. Default 5557.
     pub metrics_listen_port: u16,
+    /// Port of the RocketMQ 5 gRPC endpoint (plain HTTP/2); 0 turns it off. Default 8081.
+    pub grpc_listen_port: u16,
     /// Create a topic on its first send. Default true.
     pub auto_create_topic_enable: bool,
     /// Queues of an auto-created topic (capped by the request's). Default 8; 1..=1024.
@@ -120,6 +122,7 @@ impl Default for BrokerSection {
             embedded_namesrv: true,
             namesrv_listen_port: 9876,
             metrics_listen_port: 5557,
+            grpc_listen_port: 8081,
             auto_create_topic_enable: true,
             default_topic_queue_nums: 8,
             broker_permission: 6,
@@ -332,6 +335,27 @@ impl BrokerConfig {
                 "a port other than listenPort".into(),
             ));
         }
+        if b.grpc_listen_port != 0 {
+            let taken = [
+                ("listenPort", b.listen_port),
+                ("metricsListenPort", b.metrics_listen_port),
+                (
+                    "namesrvListenPort",
+                    if b.embedded_namesrv {
+                        b.namesrv_listen_port
+                    } else {
+                        0
+                    },
+                ),
+            ];
+            if let Some((other, _)) = taken.iter().find(|(_, p)| *p == b.grpc_listen_port) {
+                return Err(invalid(
+                    "grpcListenPort",
+                    b.grpc_listen_port.to_string(),
+                    format!("0 (off) or a port other than {other}"),
+                ));
+            }
+        }
         if b.broker_ip1.parse::<std::net::IpAddr>().is_err() {
             return Err(invalid(
                 "brokerIP1",
@@ -533,5 +557,24 @@ mod tests {
         let again = BrokerConfig::load(Some(&file), std::iter::empty(), &[]).unwrap();
         assert_eq!(again, c);
         assert_eq!(again.namesrv_addrs(), ["10.0.0.1:9876", "10.0.0.2:9876"]);
+    }
+
+    #[test]
+    fn grpc_port_defaults_to_8081_and_must_not_clash() {
+        let c = BrokerConfig::load(None, std::iter::empty(), &[]).unwrap();
+        assert_eq!(c.broker.grpc_listen_port, 8081);
+        let off = BrokerConfig::load(None, std::iter::empty(), &set(&[("grpcListenPort", "0")]));
+        assert_eq!(off.unwrap().broker.grpc_listen_port, 0);
+        let clash = BrokerConfig::load(
+            None,
+            std::iter::empty(),
+            &set(&[("grpcListenPort", "10911")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            clash.contains("grpcListenPort") && clash.contains("listenPort"),
+            "{clash}"
+        );
     }
 }

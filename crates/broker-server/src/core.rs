@@ -7,7 +7,7 @@ use std::{
     net::SocketAddr,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
-        Arc, RwLock,
+        Arc, Mutex, RwLock,
     },
     thread::{self, JoinHandle},
     time::{Duration, Instant},
@@ -17,6 +17,7 @@ use flow_control::{Counters, FastFailure, Reason, RequestQueue};
 use remoting_net::{Connection, Handler};
 use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use store::MessageStore;
+use tokio::sync::oneshot;
 
 use crate::{
     clients::ClientRegistry, config::BrokerConfig, metrics::BrokerMetrics, offsets::OffsetManager,
@@ -26,11 +27,75 @@ use crate::{
 /// Ext field carrying Sluice's suggested back-off (ms) on busy responses.
 pub const RETRY_AFTER_MS: &str = "retryAfterMs";
 
+/// Where the answer to a queued request goes.
+///
+/// Remoting requests are answered on their connection; requests that the
+/// gRPC endpoint translated into remoting commands are answered through a
+/// one-shot channel that its handler awaits. Both take the same queue,
+/// workers, sweeper and rejection path.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A remoting connection.
+    Remoting(Arc<Connection>),
+    /// A waiting gRPC handler.
+    Channel(Arc<ChannelReply>),
+}
+
+/// The answer slot of a request submitted by the gRPC endpoint.
+#[derive(Debug)]
+pub struct ChannelReply {
+    peer: SocketAddr,
+    tx: Mutex<Option<oneshot::Sender<RemotingCommand>>>,
+}
+
+impl Reply {
+    /// A reply target for an in-process caller at `peer`, and the receiver
+    /// that gets the one answer.
+    pub fn channel(peer: SocketAddr) -> (Self, oneshot::Receiver<RemotingCommand>) {
+        let (tx, rx) = oneshot::channel();
+        let slot = ChannelReply {
+            peer,
+            tx: Mutex::new(Some(tx)),
+        };
+        (Reply::Channel(Arc::new(slot)), rx)
+    }
+
+    /// Delivers the answer; false when nobody takes it any more (connection
+    /// closed, caller gone, or already answered).
+    pub fn send(&self, response: RemotingCommand) -> bool {
+        match self {
+            Reply::Remoting(conn) => conn.send(response),
+            Reply::Channel(slot) => slot
+                .tx
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .is_some_and(|tx| tx.send(response).is_ok()),
+        }
+    }
+
+    /// The address the request came from.
+    pub fn peer(&self) -> SocketAddr {
+        match self {
+            Reply::Remoting(conn) => conn.peer(),
+            Reply::Channel(slot) => slot.peer,
+        }
+    }
+
+    /// The remoting connection's id; `None` for gRPC callers.
+    pub fn connection_id(&self) -> Option<u64> {
+        match self {
+            Reply::Remoting(conn) => Some(conn.id()),
+            Reply::Channel(_) => None,
+        }
+    }
+}
+
 /// A request waiting for a worker.
 #[derive(Debug)]
 pub struct Job {
-    /// Where the request came from and the answer goes.
-    pub conn: Arc<Connection>,
+    /// Where the answer goes.
+    pub reply: Reply,
     /// The request.
     pub request: RemotingCommand,
     /// A parked pull served again: it is answered now, never parked twice.
@@ -121,6 +186,9 @@ pub struct BrokerCore {
     pub retry_hint: AtomicBool,
     /// Pulls parked by long polling.
     pub pull_hold: crate::long_polling::PullHold,
+    /// POP consumption of the gRPC endpoint (ReceiveMessage, AckMessage,
+    /// ChangeInvisibleDuration).
+    pub pop: crate::pop::PopService,
     /// Set when topics change, so that the registration task runs at once.
     pub topics_changed: tokio::sync::Notify,
     /// When the broker started (ms since the epoch).
@@ -135,6 +203,7 @@ impl BrokerCore {
         store: MessageStore,
         topics: TopicManager,
         offsets: OffsetManager,
+        pop: crate::pop::PopService,
         store_host: SocketAddr,
     ) -> Self {
         let f = &config.flow;
@@ -186,6 +255,7 @@ impl BrokerCore {
         let pull_hold = crate::long_polling::PullHold::new(b.pull_hold_max_requests);
         Self {
             pull_hold,
+            pop,
             early_admission: AtomicBool::new(f.early_admission_enable),
             retry_hint: AtomicBool::new(f.busy_retry_hint_enable),
             config: RwLock::new(Arc::new(config)),
@@ -222,11 +292,11 @@ impl BrokerCore {
 
     /// Answers a refused request busy (nothing for a oneway request), counts
     /// it and logs it at most once a second per reason.
-    pub fn reject(&self, conn: &Connection, request: &RemotingCommand, reason: Reason) {
+    pub fn reject(&self, reply: &Reply, request: &RemotingCommand, reason: Reason) {
         self.counters.record_rejected(&reason);
         self.metrics
             .rejected(Family::of(request.request_code()), &reason);
-        self.warn_rate_limited(&reason, conn.peer(), request.code);
+        self.warn_rate_limited(&reason, reply.peer(), request.code);
         if request.is_oneway() {
             return;
         }
@@ -234,7 +304,7 @@ impl BrokerCore {
         if self.retry_hint.load(Ordering::Relaxed) {
             response.set_ext(RETRY_AFTER_MS, reason.retry_after().as_millis().to_string());
         }
-        conn.send(response);
+        reply.send(response);
     }
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {
@@ -298,13 +368,13 @@ impl BrokerCore {
                     let started = Instant::now();
                     let waited = task.waited(started);
                     if let Some(reason) = self.expired_at_pickup(&queue, waited) {
-                        self.reject(&task.payload.conn, &task.payload.request, reason);
+                        self.reject(&task.payload.reply, &task.payload.request, reason);
                         continue;
                     }
                     let waited = waited.as_secs_f64();
                     if let Some(response) = self.serve(&task.payload) {
                         if !task.payload.request.is_oneway() {
-                            task.payload.conn.send(response);
+                            task.payload.reply.send(response);
                         }
                     }
                     queue.record_service_time(started.elapsed());
@@ -342,7 +412,7 @@ impl BrokerCore {
                 .fast_failure
                 .sweep(Instant::now(), || self.store.is_os_page_cache_busy())
             {
-                self.reject(&task.payload.conn, &task.payload.request, reason);
+                self.reject(&task.payload.reply, &task.payload.request, reason);
             }
         }
     }
@@ -352,7 +422,7 @@ impl BrokerCore {
         job.resumed = true;
         if let Err(rejected) = self.queue(Family::Pull).try_push(job, Instant::now()) {
             self.reject(
-                &rejected.payload.conn,
+                &rejected.payload.reply,
                 &rejected.payload.request,
                 rejected.reason,
             );
@@ -362,13 +432,13 @@ impl BrokerCore {
     /// Closes every queue and answers what is still queued as refused.
     pub fn close_queues(&self) {
         for job in self.pull_hold.drain() {
-            self.reject(&job.conn, &job.request, Reason::ShuttingDown);
+            self.reject(&job.reply, &job.request, Reason::ShuttingDown);
         }
         for queue in &self.queues {
             queue.close();
             for task in queue.drain() {
                 self.reject(
-                    &task.payload.conn,
+                    &task.payload.reply,
                     &task.payload.request,
                     Reason::ShuttingDown,
                 );
@@ -377,19 +447,23 @@ impl BrokerCore {
     }
 }
 
-impl Handler for BrokerCore {
-    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+impl BrokerCore {
+    /// Admits a request to its family's queue, or answers it busy: the
+    /// send family's page-cache and transient-pool checks first, then early
+    /// admission (sends) or the plain capacity check. Remoting requests and
+    /// the gRPC endpoint's sends both enter here.
+    pub fn admit(&self, reply: Reply, request: RemotingCommand) {
         let family = Family::of(request.request_code());
         if family == Family::Send
             && (self.store.is_os_page_cache_busy()
                 || self.store.is_transient_store_pool_deficient())
         {
-            self.reject(conn, &request, Reason::RejectRequest);
+            self.reject(&reply, &request, Reason::RejectRequest);
             return;
         }
         let queue = self.queue(family);
         let job = Job {
-            conn: Arc::clone(conn),
+            reply,
             request,
             resumed: false,
         };
@@ -414,11 +488,17 @@ impl Handler for BrokerCore {
                 self.metrics.accepted(family);
             }
             Err(rejected) => self.reject(
-                &rejected.payload.conn,
+                &rejected.payload.reply,
                 &rejected.payload.request,
                 rejected.reason,
             ),
         }
+    }
+}
+
+impl Handler for BrokerCore {
+    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        self.admit(Reply::Remoting(Arc::clone(conn)), request);
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {

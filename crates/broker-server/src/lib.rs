@@ -12,10 +12,12 @@
 pub mod clients;
 pub mod config;
 pub mod core;
+pub mod grpc;
 pub mod long_polling;
 pub mod metrics;
 pub mod offsets;
 mod persist;
+pub mod pop;
 pub mod processor;
 pub mod registration;
 pub mod testing;
@@ -80,6 +82,8 @@ fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerErr
 pub struct Broker {
     core: Arc<BrokerCore>,
     remoting_addr: SocketAddr,
+    grpc_addr: Option<SocketAddr>,
+    grpc_task: Option<tokio::task::JoinHandle<()>>,
     namesrv_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     namesrv_shutdown: CancellationToken,
@@ -93,7 +97,21 @@ impl Broker {
     ///
     /// # Errors
     /// [`BrokerError`] naming what failed.
-    pub async fn start(mut config: BrokerConfig) -> Result<Self, BrokerError> {
+    pub async fn start(config: BrokerConfig) -> Result<Self, BrokerError> {
+        Self::start_with_grpc_listener(config, None).await
+    }
+
+    /// Starts a broker whose gRPC endpoint serves on `grpc_listener` when
+    /// one is given (whatever `grpcListenPort` says), else on
+    /// `grpcListenPort` (0: no gRPC endpoint). Tests use it to run the
+    /// endpoint on a port the system picked.
+    ///
+    /// # Errors
+    /// [`BrokerError`] naming what failed.
+    pub async fn start_with_grpc_listener(
+        mut config: BrokerConfig,
+        grpc_listener: Option<TcpListener>,
+    ) -> Result<Self, BrokerError> {
         config.validate()?;
         config.store.store_path_root_dir = expand_home(&config.store.store_path_root_dir);
         let b = config.broker.clone();
@@ -142,6 +160,29 @@ impl Broker {
         let remoting_addr = listener
             .local_addr()
             .map_err(io_error("read broker address"))?;
+        let grpc_listener = match grpc_listener {
+            Some(l) => Some(l),
+            None if b.grpc_listen_port != 0 => {
+                let addr = format!("0.0.0.0:{}", b.grpc_listen_port);
+                Some(
+                    TcpListener::bind(&addr)
+                        .await
+                        .map_err(|source| BrokerError::Bind {
+                            addr: addr.clone(),
+                            key: "grpcListenPort",
+                            source,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let grpc_addr = match &grpc_listener {
+            Some(l) => Some(l.local_addr().map_err(io_error("read gRPC address"))?),
+            None => None,
+        };
+        if let Some(a) = grpc_addr {
+            config.broker.grpc_listen_port = a.port();
+        }
         config.broker.listen_port = remoting_addr.port();
         let store_host: SocketAddr = format!("{}:{}", b.broker_ip1, remoting_addr.port())
             .parse()
@@ -165,12 +206,15 @@ impl Broker {
         .map_err(io_error("load topics"))?;
         let offsets =
             offsets::OffsetManager::load(&config_dir).map_err(io_error("load consumer offsets"))?;
+        let pop = pop::PopService::load(&config_dir, pop::PopLimits::default())
+            .map_err(io_error("load POP state"))?;
 
         let core = Arc::new(BrokerCore::new(
             config.clone(),
             store,
             topics,
             offsets,
+            pop,
             store_host,
         ));
         let weak = Arc::downgrade(&core);
@@ -180,6 +224,7 @@ impl Broker {
                     for job in core.pull_hold.arrived(topic, queue_id, max_offset) {
                         core.resume(job);
                     }
+                    core.pop.arrived(topic);
                 }
             },
         ));
@@ -206,6 +251,8 @@ impl Broker {
             options,
             shutdown.clone(),
         )));
+        let grpc_task = grpc_listener
+            .map(|l| tokio::spawn(grpc::serve(l, Arc::clone(&core), shutdown.clone())));
         let client = Arc::new(RemotingClient::new(ClientOptions::default()));
         let broker_addr = store_host.to_string();
         registration::register_all(&core, &client, &broker_addr).await;
@@ -219,6 +266,7 @@ impl Broker {
             broker = %b.broker_name,
             cluster = %b.broker_cluster_name,
             remoting = %remoting_addr,
+            grpc = ?grpc_addr,
             namesrv = ?namesrv_addr,
             store = %root.display(),
             "broker started"
@@ -226,6 +274,8 @@ impl Broker {
         Ok(Self {
             core,
             remoting_addr,
+            grpc_addr,
+            grpc_task,
             namesrv_addr,
             shutdown,
             namesrv_shutdown,
@@ -238,6 +288,11 @@ impl Broker {
     /// Address of the remoting port.
     pub fn remoting_addr(&self) -> SocketAddr {
         self.remoting_addr
+    }
+
+    /// Address of the gRPC endpoint, if it runs.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
     }
 
     /// Address of the embedded name server, if it runs.
@@ -256,6 +311,17 @@ impl Broker {
         tracing::info!("broker shutting down");
         self.core.close_queues();
         self.shutdown.cancel();
+        if let Some(mut task) = self.grpc_task {
+            // Streams end on the cancellation; a client that keeps a call
+            // open longer does not hold up the shutdown.
+            if tokio::time::timeout(Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("gRPC connections still open after 5 s; closing them");
+                task.abort();
+            }
+        }
         let core = Arc::clone(&self.core);
         self.housekeeping_stop.store(true, Ordering::Release);
         let threads = self.threads;
@@ -265,6 +331,9 @@ impl Broker {
             }
             if let Err(e) = core.offsets.persist() {
                 tracing::error!(cause = %e, "cannot persist consumer offsets");
+            }
+            if let Err(e) = core.pop.persist() {
+                tracing::error!(cause = %e, "cannot persist the POP state");
             }
             core.store.shutdown();
         });
@@ -277,7 +346,7 @@ impl Broker {
     }
 }
 
-/// Offsets to disk every `flushConsumerOffsetInterval`; silent clients
+/// Offsets and the POP state to disk every `flushConsumerOffsetInterval`; silent clients
 /// forgotten after two minutes; metric gauges refreshed every second.
 fn spawn_housekeeping(
     core: Arc<BrokerCore>,
@@ -300,6 +369,9 @@ fn spawn_housekeeping(
                     last_flush = Instant::now();
                     if let Err(e) = core.offsets.persist() {
                         tracing::error!(cause = %e, "cannot persist consumer offsets");
+                    }
+                    if let Err(e) = core.pop.persist() {
+                        tracing::error!(cause = %e, "cannot persist the POP state");
                     }
                     for id in core
                         .clients

@@ -153,6 +153,16 @@ impl Default for BrokerMetrics {
     }
 }
 
+/// Counts one gRPC call by RPC and business code
+/// (`sluice_grpc_requests_total{rpc,code}`) and records its latency
+/// (`sluice_grpc_request_seconds{rpc}`; ReceiveMessage until its stream
+/// is written, Telemetry until the stream is open).
+pub fn grpc_call(rpc: &'static str, code: i32, seconds: f64) {
+    let name = grpc_protocol::v2::Code::try_from(code).map_or("UNKNOWN", |c| c.as_str_name());
+    counter!("sluice_grpc_requests_total", "rpc" => rpc, "code" => name).increment(1);
+    histogram!("sluice_grpc_request_seconds", "rpc" => rpc).record(seconds);
+}
+
 fn index(family: Family) -> usize {
     Family::ALL.iter().position(|f| *f == family).unwrap_or(0)
 }

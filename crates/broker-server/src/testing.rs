@@ -5,7 +5,8 @@ use std::{net::SocketAddr, path::Path};
 
 use crate::{Broker, BrokerConfig, BrokerError};
 
-/// Starts a broker storing under `dir`, with ports picked by the system,
+/// Starts a broker storing under `dir`, with ports picked by the system
+/// (the gRPC endpoint's too, unless `overrides` set `grpcListenPort`),
 /// 4 MiB CommitLog files, 1 MiB message limit and metrics off; `overrides`
 /// (`key=value`) apply on top.
 ///
@@ -29,7 +30,21 @@ pub async fn start_broker(dir: &Path, overrides: &[(&str, &str)]) -> Result<Brok
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
-    Broker::start(BrokerConfig::load(None, std::iter::empty(), &all)?).await
+    let config = BrokerConfig::load(None, std::iter::empty(), &all)?;
+    let grpc = if overrides.iter().any(|(k, _)| *k == "grpcListenPort") {
+        None
+    } else {
+        Some(
+            tokio::net::TcpListener::bind("0.0.0.0:0")
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    addr: "0.0.0.0:0".into(),
+                    key: "grpcListenPort",
+                    source,
+                })?,
+        )
+    };
+    Broker::start_with_grpc_listener(config, grpc).await
 }
 
 /// `127.0.0.1:port` for an address the broker bound on all interfaces.

@@ -167,7 +167,8 @@ impl StoreConfig {
             min_file,
             i32::MAX as usize,
         )?;
-        if self.mapped_file_size_consume_queue == 0 || self.mapped_file_size_consume_queue % 20 != 0
+        if self.mapped_file_size_consume_queue == 0
+            || !self.mapped_file_size_consume_queue.is_multiple_of(20)
         {
             return Err(ConfigError {
                 key: "mappedFileSizeConsumeQueue",

@@ -18,7 +18,8 @@ pub(crate) fn heartbeat(core: &BrokerCore, job: &Job) -> RemotingCommand {
     let req = &job.request;
     match body::from_json::<HeartbeatData>(&req.body) {
         Ok(data) => {
-            core.clients.heartbeat(&data, job.conn.id(), Instant::now());
+            let conn_id = job.reply.connection_id().unwrap_or(0);
+            core.clients.heartbeat(&data, conn_id, Instant::now());
             req.response_to(ResponseCode::SUCCESS, None)
         }
         Err(e) => req.response_to(

@@ -1,6 +1,6 @@
 //! `PULL_MESSAGE` and `LITE_PULL_MESSAGE`: plain reads from a queue.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use message_model::{
@@ -43,7 +43,7 @@ pub(crate) fn pull(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
         Duration::from_millis(cfg.broker.short_polling_time_mills)
     };
     let parked = Job {
-        conn: Arc::clone(&job.conn),
+        reply: job.reply.clone(),
         request: req.clone(),
         resumed: true,
     };

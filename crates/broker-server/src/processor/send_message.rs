@@ -91,7 +91,7 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
         flag,
         sys_flag: header.sys_flag,
         born_timestamp: header.born_timestamp,
-        born_host: job.conn.peer(),
+        born_host: job.reply.peer(),
         store_host: core.store_host,
         reconsume_times: header.reconsume_times.unwrap_or(0),
         prepared_transaction_offset: 0,

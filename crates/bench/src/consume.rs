@@ -1,0 +1,475 @@
+//! The consumer benchmark: pulls every readable queue of a topic in
+//! parallel for a fixed time, through a name server (`PULL_MESSAGE` with
+//! long polling, via `consumer-client`'s [`PullConsumer`]), and reports
+//! messages and bytes per second and the end-to-end latency of each message:
+//! the time from its born timestamp (set by the producer on each send) and
+//! from its store timestamp (set by the broker) to its arrival here.
+//!
+//! Timestamps are whole milliseconds since the epoch from two clocks (the
+//! producer's or the broker's, and ours), so the latencies are in whole
+//! milliseconds and only meaningful when the clocks agree (one machine).
+//! Offsets are not committed: a run reads and leaves no trace in the group.
+
+use std::{
+    fmt,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use anyhow::{ensure, Context, Result};
+use consumer_client::{
+    ConsumerConfig, MessageExt, MessageQueue, PullConsumer, PullOptions, PullStatus,
+};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::{task::JoinSet, time::Instant};
+
+use crate::report::{PeriodMs, MAX_PERIOD_MS};
+
+/// Consumer group the pulls declare unless told otherwise.
+pub const CONSUMER_GROUP: &str = "sluice-bench-consumer";
+
+/// Longest a pull may be held by the broker when nothing is there.
+const LONG_POLL: Duration = Duration::from_secs(1);
+
+/// Pause of a queue's puller after a failed pull.
+const ERROR_PAUSE: Duration = Duration::from_millis(200);
+
+/// Extra time, beyond the end, allowed for the last pulls to return.
+const DRAIN_SLACK: Duration = Duration::from_secs(8);
+
+/// Where each queue starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartFrom {
+    /// The queue's first stored message: measures reading a backlog.
+    First,
+    /// The queue's end: only messages sent during the run (end to end).
+    Last,
+}
+
+/// What a consumer run does.
+#[derive(Debug, Clone)]
+pub struct ConsumeConfig {
+    /// Name servers (`host:port`, `;`-separated).
+    pub namesrv: String,
+    /// Topic to read.
+    pub topic: String,
+    /// Consumer group the pulls declare.
+    pub group: String,
+    /// Where each queue starts.
+    pub from: StartFrom,
+    /// Messages asked for per pull, 1..=1024.
+    pub batch: u32,
+    /// Time pulled. Must not be zero.
+    pub duration: Duration,
+    /// Timeout of each request other than the held pulls. Must not be zero.
+    pub timeout: Duration,
+    /// Print a progress line to stderr every second.
+    pub progress: bool,
+}
+
+impl ConsumeConfig {
+    /// Checks the ranges documented on each field.
+    ///
+    /// # Errors
+    /// A message naming the first setting out of range.
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            !self.namesrv.is_empty(),
+            "namesrv address must not be empty"
+        );
+        ensure!(!self.topic.is_empty(), "topic must not be empty");
+        ensure!(!self.group.is_empty(), "group must not be empty");
+        ensure!(
+            (1..=1024).contains(&self.batch),
+            "batch must be within 1..=1024, got {}",
+            self.batch
+        );
+        ensure!(!self.duration.is_zero(), "duration must be above zero");
+        ensure!(!self.timeout.is_zero(), "timeout must be above zero");
+        Ok(())
+    }
+}
+
+/// The result of a consumer run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConsumeReport {
+    /// Name servers asked.
+    pub namesrv: String,
+    /// Topic read.
+    pub topic: String,
+    /// Consumer group.
+    pub group: String,
+    /// Where each queue started.
+    pub from: StartFrom,
+    /// Queues pulled in parallel.
+    pub queues: usize,
+    /// Time pulled, seconds.
+    pub duration_s: f64,
+    /// Messages received.
+    pub messages: u64,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Messages per second.
+    pub msgs_per_sec: f64,
+    /// Body bytes per second, in MB (10^6 bytes).
+    pub mb_per_sec: f64,
+    /// Pull requests answered.
+    pub pulls: u64,
+    /// Pull requests that failed (no answer, refused, undecodable).
+    pub pull_errors: u64,
+    /// Arrival here minus born timestamp, ms.
+    pub e2e_from_born_ms: Option<PeriodMs>,
+    /// Arrival here minus store timestamp, ms.
+    pub e2e_from_store_ms: Option<PeriodMs>,
+}
+
+/// Histograms and counters of a consumer run.
+#[derive(Debug, Clone)]
+pub struct ConsumeRecorder {
+    from_born_ms: Histogram<u64>,
+    from_store_ms: Histogram<u64>,
+    messages: u64,
+    bytes: u64,
+    pulls: u64,
+    pull_errors: u64,
+}
+
+impl ConsumeRecorder {
+    /// An empty recorder.
+    ///
+    /// # Errors
+    /// Only if the histogram library refuses the fixed bounds.
+    pub fn new() -> Result<Self> {
+        let h = || {
+            Histogram::new_with_bounds(1, MAX_PERIOD_MS, 3).context("create a latency histogram")
+        };
+        Ok(Self {
+            from_born_ms: h()?,
+            from_store_ms: h()?,
+            messages: 0,
+            bytes: 0,
+            pulls: 0,
+            pull_errors: 0,
+        })
+    }
+
+    /// Records one answered pull and its messages, received at `now_ms`
+    /// (ms since the epoch). Timestamps in the future count as 0 ms.
+    pub fn record_pull(&mut self, messages: &[MessageExt], now_ms: i64) {
+        self.pulls += 1;
+        for m in messages {
+            self.messages += 1;
+            self.bytes += m.body.len() as u64;
+            let since = |ts: i64| u64::try_from(now_ms.saturating_sub(ts)).unwrap_or(0);
+            self.from_born_ms
+                .saturating_record(since(m.born_timestamp_ms));
+            self.from_store_ms
+                .saturating_record(since(m.store_timestamp_ms));
+        }
+    }
+
+    /// Records a failed pull.
+    pub fn record_error(&mut self) {
+        self.pulls += 1;
+        self.pull_errors += 1;
+    }
+
+    /// The report of a run of `config` over `queues` queues.
+    pub fn report(&self, config: &ConsumeConfig, queues: usize) -> ConsumeReport {
+        let secs = config.duration.as_secs_f64();
+        ConsumeReport {
+            namesrv: config.namesrv.clone(),
+            topic: config.topic.clone(),
+            group: config.group.clone(),
+            from: config.from,
+            queues,
+            duration_s: secs,
+            messages: self.messages,
+            bytes: self.bytes,
+            msgs_per_sec: self.messages as f64 / secs,
+            mb_per_sec: self.bytes as f64 / secs / 1e6,
+            pulls: self.pulls,
+            pull_errors: self.pull_errors,
+            e2e_from_born_ms: PeriodMs::of(&self.from_born_ms),
+            e2e_from_store_ms: PeriodMs::of(&self.from_store_ms),
+        }
+    }
+}
+
+impl ConsumeReport {
+    /// The report as one line of JSON.
+    ///
+    /// # Errors
+    /// Only if serialization fails, which plain numbers and strings do not.
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self).context("serialize the report as json")
+    }
+}
+
+impl fmt::Display for ConsumeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "namesrv       {} topic {} group {}",
+            self.namesrv, self.topic, self.group
+        )?;
+        writeln!(
+            f,
+            "load          {} queue(s) pulled in parallel from the {}, {:.3} s",
+            self.queues,
+            match self.from {
+                StartFrom::First => "first message",
+                StartFrom::Last => "end",
+            },
+            self.duration_s
+        )?;
+        writeln!(f)?;
+        writeln!(f, "{:<32}{:>12}", "messages", self.messages)?;
+        writeln!(f, "{:<32}{:>12}", "pulls", self.pulls)?;
+        writeln!(f, "{:<32}{:>12}", "failed pulls", self.pull_errors)?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "throughput    {:.1} msgs/s  {:.3} MB/s",
+            self.msgs_per_sec, self.mb_per_sec
+        )?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}",
+            "end to end (ms)", "count", "p50", "p90", "p99", "max"
+        )?;
+        for (name, p) in [
+            ("from born", &self.e2e_from_born_ms),
+            ("from store", &self.e2e_from_store_ms),
+        ] {
+            match p {
+                Some(p) => writeln!(
+                    f,
+                    "{name:<22}{:>10}{:>10}{:>10}{:>10}{:>10}",
+                    p.count, p.p50, p.p90, p.p99, p.max
+                )?,
+                None => writeln!(f, "{name:<22}{:>10}", 0)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pulls every readable queue of the topic in parallel for the configured
+/// time and reports what arrived.
+///
+/// # Errors
+/// Invalid settings, or a topic whose queues cannot be found.
+pub async fn consume(config: &ConsumeConfig) -> Result<ConsumeReport> {
+    config.validate()?;
+    let mut client_config = ConsumerConfig::new(&config.namesrv, config.group.clone());
+    client_config.pull_batch_size = config.batch;
+    client_config.api_timeout = config.timeout;
+    let consumer = Arc::new(PullConsumer::new(client_config).context("make the pull consumer")?);
+    let queues = consumer
+        .fetch_queues(&config.topic)
+        .await
+        .with_context(|| format!("find the queues of topic {}", config.topic))?;
+    ensure!(
+        !queues.is_empty(),
+        "topic {} has no readable queue",
+        config.topic
+    );
+    let recorder = Arc::new(Mutex::new(ConsumeRecorder::new()?));
+    let start = Instant::now();
+    let end = start + config.duration;
+    let mut pullers = JoinSet::new();
+    for queue in &queues {
+        let queue = queue.clone();
+        let consumer = Arc::clone(&consumer);
+        let recorder = Arc::clone(&recorder);
+        let (from, batch) = (config.from, config.batch);
+        pullers.spawn(async move {
+            pull_queue(&consumer, &queue, from, batch, end, &recorder).await;
+        });
+    }
+    let progress = config.progress.then(|| {
+        let recorder = Arc::clone(&recorder);
+        tokio::spawn(async move { progress(&recorder, start, end).await })
+    });
+    let all = async { while pullers.join_next().await.is_some() {} };
+    if tokio::time::timeout_at(end + DRAIN_SLACK, all)
+        .await
+        .is_err()
+    {
+        pullers.abort_all();
+        while pullers.join_next().await.is_some() {}
+    }
+    if let Some(p) = progress {
+        p.abort();
+        let _ = p.await;
+    }
+    consumer.shutdown().await;
+    let report = lock(&recorder).report(config, queues.len());
+    Ok(report)
+}
+
+/// Pulls one queue until `end`.
+async fn pull_queue(
+    consumer: &PullConsumer,
+    queue: &MessageQueue,
+    from: StartFrom,
+    batch: u32,
+    end: Instant,
+    recorder: &Mutex<ConsumeRecorder>,
+) {
+    let first = match from {
+        StartFrom::First => consumer.min_offset(queue).await,
+        StartFrom::Last => consumer.max_offset(queue).await,
+    };
+    let mut offset = match first {
+        Ok(offset) => offset,
+        Err(e) => {
+            eprintln!("consume: cannot find where {queue} starts: {e}");
+            lock(recorder).record_error();
+            return;
+        }
+    };
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        let options = PullOptions {
+            suspend: Some(LONG_POLL.min(end - now).max(Duration::from_millis(1))),
+            ..PullOptions::default()
+        };
+        match consumer.pull_with(queue, offset, batch, &options).await {
+            Ok(result) => {
+                let arrived = now_ms();
+                if Instant::now() < end {
+                    lock(recorder).record_pull(&result.messages, arrived);
+                }
+                if result.status == PullStatus::OffsetIllegal {
+                    eprintln!(
+                        "consume: offset {offset} of {queue} is outside the queue; going on from {}",
+                        result.next_begin_offset
+                    );
+                }
+                offset = result.next_begin_offset;
+            }
+            Err(e) => {
+                if Instant::now() < end {
+                    lock(recorder).record_error();
+                }
+                eprintln!("consume: pull of {queue} failed: {e}");
+                tokio::time::sleep(ERROR_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Prints messages per second and the p99 end-to-end latency every second.
+async fn progress(recorder: &Mutex<ConsumeRecorder>, start: Instant, end: Instant) {
+    let mut last = 0;
+    let mut tick = start + Duration::from_secs(1);
+    while tick <= end {
+        tokio::time::sleep_until(tick).await;
+        let (messages, errors, p99) = {
+            let r = lock(recorder);
+            let p99 = (!r.from_born_ms.is_empty()).then(|| r.from_born_ms.value_at_quantile(0.99));
+            (r.messages, r.pull_errors, p99)
+        };
+        let p99 = p99.map_or_else(|| "-".to_owned(), |v| v.to_string());
+        eprintln!(
+            "[{:>4}s] msgs/s {:>8}  failed pulls {:>6}  e2e p99 {p99} ms",
+            (tick - start).as_secs(),
+            messages - last,
+            errors
+        );
+        last = messages;
+        tick += Duration::from_secs(1);
+    }
+}
+
+fn lock(recorder: &Mutex<ConsumeRecorder>) -> std::sync::MutexGuard<'_, ConsumeRecorder> {
+    recorder.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Milliseconds since the Unix epoch, 0 if the clock is before it.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn message(born: i64, stored: i64, len: usize) -> MessageExt {
+        MessageExt {
+            topic: "T".into(),
+            queue_id: 0,
+            queue_offset: 0,
+            body: Bytes::from(vec![0; len]),
+            tags: None,
+            keys: Vec::new(),
+            properties: BTreeMap::new(),
+            msg_id: String::new(),
+            store_timestamp_ms: stored,
+            born_timestamp_ms: born,
+            reconsume_times: 0,
+        }
+    }
+
+    fn config() -> ConsumeConfig {
+        ConsumeConfig {
+            namesrv: "127.0.0.1:9876".into(),
+            topic: "T".into(),
+            group: CONSUMER_GROUP.into(),
+            from: StartFrom::Last,
+            batch: 32,
+            duration: Duration::from_secs(2),
+            timeout: Duration::from_secs(3),
+            progress: false,
+        }
+    }
+
+    #[test]
+    fn latencies_count_from_born_and_store_timestamps() -> Result<()> {
+        let mut rec = ConsumeRecorder::new()?;
+        rec.record_pull(&[message(1000, 1004, 10), message(1010, 1011, 30)], 1020);
+        // A clock behind the producer's gives 0, not a wrapped huge number.
+        rec.record_pull(&[message(2000, 2000, 0)], 1990);
+        rec.record_error();
+        let report = rec.report(&config(), 4);
+        assert_eq!((report.messages, report.bytes), (3, 40));
+        assert_eq!((report.pulls, report.pull_errors), (3, 1));
+        assert_eq!(report.msgs_per_sec, 1.5);
+        let born = report.e2e_from_born_ms.context("no born latency")?;
+        assert_eq!((born.count, born.max), (3, 20));
+        let stored = report.e2e_from_store_ms.context("no store latency")?;
+        assert_eq!(stored.p50, 9);
+        assert_eq!(stored.max, 16);
+        let table = report.to_string();
+        assert!(table.contains("from born"), "{table}");
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()?)?;
+        assert_eq!(json["from"], "last");
+        assert_eq!(json["e2e_from_store_ms"]["max"], 16);
+        Ok(())
+    }
+
+    #[test]
+    fn out_of_range_settings_are_refused_by_name() {
+        let mut c = config();
+        c.batch = 0;
+        let err = c.validate().err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("batch must be within 1..=1024, got 0"));
+        let mut c = config();
+        c.duration = Duration::ZERO;
+        assert!(c.validate().is_err());
+    }
+}

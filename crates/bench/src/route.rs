@@ -1,0 +1,217 @@
+//! Where sends go: either the queues `0..N` of one broker given directly, or
+//! every writable queue of every master broker of the topic's route, asked
+//! from a name server with `GET_ROUTEINFO_BY_TOPIC`.
+//!
+//! A topic the name server does not know borrows the auto-create topic's
+//! route (`TBW102`), with `min(queues, readQueueNums)` queues per broker: the
+//! brokers create the topic on its first send, as with RocketMQ's producer.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use anyhow::{bail, Context, Result};
+use remoting_net::{client::ClientConnection, ClientOptions};
+use remoting_protocol::{
+    body::{from_json, TopicRouteData},
+    header::GetRouteInfoRequestHeader,
+    message::flags::is_writeable,
+    RemotingCommand, RequestCode, ResponseCode,
+};
+
+/// The topic brokers create topics from on their first send.
+pub const AUTO_CREATE_TOPIC: &str = "TBW102";
+
+/// One queue to send to: the broker's address and the queue id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Destination {
+    /// Broker address (`host:port`).
+    pub addr: String,
+    /// Broker name, or the address when given directly.
+    pub broker_name: String,
+    /// Queue id on that broker.
+    pub queue_id: u32,
+}
+
+/// Queues `0..queues` of the broker at `addr`.
+pub fn direct(addr: &str, queues: u32) -> Vec<Destination> {
+    (0..queues)
+        .map(|queue_id| Destination {
+            addr: addr.to_owned(),
+            broker_name: addr.to_owned(),
+            queue_id,
+        })
+        .collect()
+}
+
+/// The writable queues of `route` on brokers with a master, by broker name
+/// then queue id; `cap`, when borrowing the auto-create route, limits each
+/// broker to `min(cap, readQueueNums)` queues.
+pub fn writable_queues(route: &TopicRouteData, cap: Option<u32>) -> Vec<Destination> {
+    let masters: BTreeMap<&str, &str> = route
+        .broker_datas
+        .iter()
+        .filter_map(|b| Some((b.broker_name.as_str(), b.master_addr()?)))
+        .collect();
+    let mut out = Vec::new();
+    for qd in &route.queue_datas {
+        let Some(addr) = masters.get(qd.broker_name.as_str()) else {
+            continue;
+        };
+        if !is_writeable(qd.perm) {
+            continue;
+        }
+        let count = match cap {
+            Some(cap) => cap.min(u32::try_from(qd.read_queue_nums).unwrap_or(0)),
+            None => u32::try_from(qd.write_queue_nums).unwrap_or(0),
+        };
+        out.extend((0..count).map(|queue_id| Destination {
+            addr: (*addr).to_owned(),
+            broker_name: qd.broker_name.clone(),
+            queue_id,
+        }));
+    }
+    out.sort();
+    out
+}
+
+/// Asks the name server at `namesrv` for `topic`'s route and returns its
+/// writable queues, borrowing the auto-create route (at most `queues` per
+/// broker) when the topic does not exist yet.
+///
+/// # Errors
+/// The name server cannot be reached or refuses, or no writable queue on a
+/// master broker is found.
+pub async fn lookup(
+    namesrv: &str,
+    topic: &str,
+    queues: u32,
+    timeout: Duration,
+) -> Result<Vec<Destination>> {
+    let conn = ClientConnection::connect(namesrv, &ClientOptions::default())
+        .await
+        .with_context(|| format!("connect to name server {namesrv}"))?;
+    let found = match fetch(&conn, namesrv, topic, timeout).await? {
+        Some(route) => writable_queues(&route, None),
+        None => match fetch(&conn, namesrv, AUTO_CREATE_TOPIC, timeout).await? {
+            Some(route) => writable_queues(&route, Some(queues)),
+            None => bail!(
+                "name server {namesrv} knows neither topic {topic} nor the \
+                 auto-create topic {AUTO_CREATE_TOPIC}: create the topic first"
+            ),
+        },
+    };
+    conn.close();
+    if found.is_empty() {
+        bail!("the route of topic {topic} from {namesrv} has no writable queue on a master broker");
+    }
+    Ok(found)
+}
+
+/// The route of `topic`, or `None` when the name server does not know it.
+async fn fetch(
+    conn: &ClientConnection,
+    namesrv: &str,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Option<TopicRouteData>> {
+    let request = RemotingCommand::request_with_header(
+        RequestCode::GET_ROUTEINFO_BY_TOPIC,
+        &GetRouteInfoRequestHeader {
+            topic: topic.to_owned(),
+            accept_standard_json_only: Some(true),
+        },
+    );
+    let response = conn
+        .invoke(request, timeout)
+        .await
+        .with_context(|| format!("ask {namesrv} for the route of {topic}"))?;
+    match response.response_code() {
+        ResponseCode::SUCCESS => from_json(&response.body)
+            .map(Some)
+            .with_context(|| format!("decode the route of {topic} from {namesrv}")),
+        ResponseCode::TOPIC_NOT_EXIST => Ok(None),
+        code => bail!(
+            "name server {namesrv} answered code {} to the route query of {topic}: {}",
+            code.0,
+            response.remark.unwrap_or_default()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use remoting_protocol::body::{BrokerData, QueueData};
+
+    use super::*;
+
+    fn broker(name: &str, addrs: &[(i64, &str)]) -> BrokerData {
+        BrokerData {
+            broker_name: name.into(),
+            broker_addrs: addrs.iter().map(|(id, a)| (*id, (*a).into())).collect(),
+            ..BrokerData::default()
+        }
+    }
+
+    fn queues(name: &str, read: i32, write: i32, perm: i32) -> QueueData {
+        QueueData {
+            broker_name: name.into(),
+            read_queue_nums: read,
+            write_queue_nums: write,
+            perm,
+            topic_sys_flag: 0,
+        }
+    }
+
+    #[test]
+    fn every_write_queue_of_every_master_is_used() {
+        let route = TopicRouteData {
+            queue_datas: vec![
+                queues("b", 4, 2, 6),
+                queues("a", 4, 3, 6),
+                // Read-only: skipped.
+                queues("c", 4, 4, 4),
+                // No master: skipped.
+                queues("d", 4, 4, 6),
+            ],
+            broker_datas: vec![
+                broker("a", &[(0, "10.0.0.1:10911")]),
+                broker("b", &[(0, "10.0.0.2:10911"), (1, "10.0.0.3:10911")]),
+                broker("c", &[(0, "10.0.0.4:10911")]),
+                broker("d", &[(1, "10.0.0.5:10911")]),
+            ],
+            ..TopicRouteData::default()
+        };
+        let got: Vec<(String, u32)> = writable_queues(&route, None)
+            .into_iter()
+            .map(|d| (d.addr, d.queue_id))
+            .collect();
+        let want: Vec<(String, u32)> = [
+            ("10.0.0.1:10911", 0),
+            ("10.0.0.1:10911", 1),
+            ("10.0.0.1:10911", 2),
+            ("10.0.0.2:10911", 0),
+            ("10.0.0.2:10911", 1),
+        ]
+        .iter()
+        .map(|(a, q)| ((*a).to_owned(), *q))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_borrowed_route_is_capped_by_the_requested_queues() {
+        let route = TopicRouteData {
+            queue_datas: vec![queues("a", 8, 8, 7)],
+            broker_datas: vec![broker("a", &[(0, "h:1")])],
+            ..TopicRouteData::default()
+        };
+        assert_eq!(writable_queues(&route, Some(3)).len(), 3);
+        assert_eq!(writable_queues(&route, Some(16)).len(), 8);
+    }
+
+    #[test]
+    fn direct_queues_count_from_zero() {
+        let d = direct("h:1", 2);
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[1].addr.as_str(), d[1].queue_id), ("h:1", 1));
+    }
+}

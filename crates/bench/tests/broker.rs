@@ -1,0 +1,61 @@
+//! Against a real broker in-process (with its embedded name server): the
+//! producer benchmark finds the topic's queues through the name server
+//! (`--namesrv`), and the consumer benchmark pulls back at least what was
+//! sent, with end-to-end latencies.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bench::{
+    consume::{consume, ConsumeConfig, StartFrom, CONSUMER_GROUP},
+    run, Config,
+};
+use broker_server::testing::{loopback, start_broker};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let broker = start_broker(dir.path(), &[("brokerName", "bench-broker")]).await?;
+    let namesrv = loopback(broker.namesrv_addr().context("embedded name server")?);
+
+    let mut config = Config::new("unused:1");
+    config.namesrv = Some(namesrv.clone());
+    config.topic = "BenchRouteTopic".into();
+    config.queues = 4;
+    config.warmup = Duration::from_millis(100);
+    config.duration = Duration::from_millis(500);
+    config.body_bytes = 100;
+    config.progress = false;
+    let report = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert!(report.ok > 0, "{report}");
+    assert_eq!(report.failed_total, 0, "{report}");
+    assert_eq!(report.namesrv.as_deref(), Some(namesrv.as_str()));
+    assert!(report.broker.starts_with("bench-broker="), "{report}");
+
+    let consumed = tokio::time::timeout(
+        Duration::from_secs(20),
+        consume(&ConsumeConfig {
+            namesrv,
+            topic: "BenchRouteTopic".into(),
+            group: CONSUMER_GROUP.into(),
+            from: StartFrom::First,
+            batch: 32,
+            duration: Duration::from_secs(2),
+            timeout: Duration::from_secs(3),
+            progress: false,
+        }),
+    )
+    .await
+    .context("the consumer stops by itself")??;
+    assert_eq!(consumed.queues, 4, "{consumed}");
+    // Warm-up sends are stored too, so at least the recorded ones come back.
+    assert!(consumed.messages >= report.ok, "{consumed}\n{report}");
+    assert_eq!(consumed.bytes, consumed.messages * 100);
+    assert_eq!(consumed.pull_errors, 0, "{consumed}");
+    let born = consumed.e2e_from_born_ms.context("no end-to-end latency")?;
+    assert_eq!(born.count, consumed.messages);
+    broker.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! The RocketMQ 5 gRPC endpoint (`apache.rocketmq.v2.MessagingService`) on
+//! `grpcListenPort`: plain HTTP/2 (h2c), served next to the remoting port by
+//! the same broker and the same request path.
+//!
+//! Every unary answer carries a business status; the gRPC status stays OK
+//! for business outcomes. Only the `x-mq-client-id` header is required
+//! (`CLIENT_ID_REQUIRED` without it). Sends enter the remoting path's send
+//! queue (see [`send`]); busy answers become `TOO_MANY_REQUESTS` with the
+//! remoting remark as message and the retry hint as `retry-after-ms`
+//! response metadata (see [`status`]). Receives, acks and invisible-time
+//! changes use the POP engine (see [`receive`]).
+
+pub mod message;
+pub mod receive;
+pub mod send;
+pub mod service;
+pub mod status;
+pub mod telemetry;
+
+use std::{sync::Arc, time::Duration};
+
+use grpc_protocol::MessagingServiceServer;
+use remoting_net::CancellationToken;
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+
+use crate::core::BrokerCore;
+
+pub use service::GrpcService;
+
+/// Bytes a request may hold on top of the largest body (properties, ids,
+/// framing).
+const DECODE_HEADROOM: usize = 1024 * 1024;
+
+/// Calls one HTTP/2 connection may have open at once (each holds a task and
+/// a bounded channel).
+const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
+
+/// Serves the endpoint on `listener` until `shutdown` is cancelled.
+pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, shutdown: CancellationToken) {
+    let port = listener.local_addr().map_or(0, |a| a.port());
+    let max_decode = core.config().store.max_message_size + DECODE_HEADROOM;
+    let service = GrpcService::new(core, port, shutdown.clone());
+    let server = MessagingServiceServer::new(service)
+        .max_decoding_message_size(max_decode)
+        .max_encoding_message_size(usize::MAX);
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let result = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
+        .add_service(server)
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await;
+    if let Err(e) = result {
+        tracing::error!(cause = %e, "gRPC endpoint stopped with an error");
+    }
+}
