@@ -7,10 +7,18 @@
 //! sample's influence halves after about five further samples, so the
 //! estimate follows a slowing store within tens of tasks yet one stray slow
 //! task moves it by only an eighth. The first sample is taken as the average
-//! itself, so there is no warm-up bias towards zero. Samples longer than
-//! [`MAX_SAMPLE`] are clamped to it: a worker that was descheduled for a
-//! minute says little about the next task, and one such sample must not
-//! make the queue refuse everything for the next hundred tasks.
+//! itself, so there is no warm-up bias towards zero.
+//!
+//! Service times are heavy-tailed: an append that creates a CommitLog file
+//! or meets a page fault storm takes milliseconds where the usual one takes
+//! microseconds. Taken at face value, one such sample would multiply the
+//! average a hundredfold and, with the queue that built up during the stall,
+//! predict waits of hundreds of milliseconds that the queue actually drains
+//! in a few: early admission would refuse sends it could serve. So a sample
+//! counts as at most [`GROWTH_CAP`] times the current average (the average
+//! then grows by at most 3/8 per sample, and follows a store that really
+//! slowed down a hundredfold within about fifteen tasks), and never more
+//! than [`MAX_SAMPLE`].
 //!
 //! Updates are lock-free (a compare-and-swap on one `AtomicU64` of
 //! nanoseconds), so workers can record after every task.
@@ -25,6 +33,9 @@ pub const ALPHA_DENOM: u64 = 8;
 
 /// Samples longer than this count as this long.
 pub const MAX_SAMPLE: Duration = Duration::from_secs(10);
+
+/// A sample counts as at most this many times the current average.
+pub const GROWTH_CAP: u64 = 4;
 
 /// Stored value meaning "no sample yet"; a real average is stored as at
 /// least 1 ns.
@@ -52,7 +63,7 @@ impl ServiceTimeEstimator {
                 Some(if old == NONE {
                     sample
                 } else {
-                    blend(old, sample)
+                    blend(old, sample.min(old.saturating_mul(GROWTH_CAP)))
                 })
             });
     }
@@ -139,10 +150,34 @@ mod tests {
     #[test]
     fn one_absurd_sample_is_clamped() {
         let e = ServiceTimeEstimator::new();
-        e.record(us(100));
+        e.record(Duration::from_secs(1));
         e.record(Duration::from_secs(3600));
         let avg = e.average().unwrap();
-        assert!(avg <= us(100) + MAX_SAMPLE / 8, "{avg:?}");
+        assert!(avg <= Duration::from_secs(1) + MAX_SAMPLE / 8, "{avg:?}");
+    }
+
+    #[test]
+    fn one_stall_moves_the_average_by_at_most_three_eighths() {
+        let e = ServiceTimeEstimator::new();
+        e.record(us(16));
+        e.record(Duration::from_millis(20));
+        assert_eq!(e.average(), Some(us(16 + 6)));
+        // The queue that built up during the stall is predicted to drain
+        // in milliseconds, not refused.
+        assert!(e.predict_wait(400, 2).unwrap() < Duration::from_millis(5));
+    }
+
+    #[test]
+    fn a_store_that_really_slowed_is_followed_within_tens_of_tasks() {
+        let e = ServiceTimeEstimator::new();
+        e.record(us(10));
+        let mut tasks = 0;
+        while e.average().unwrap() < us(900) {
+            e.record(us(1000));
+            tasks += 1;
+            assert!(tasks <= 40, "still {:?} after {tasks}", e.average());
+        }
+        assert!(tasks >= 10, "grew too fast: {tasks} tasks");
     }
 
     #[test]
