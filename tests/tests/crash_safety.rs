@@ -45,18 +45,39 @@ const OFFSET_FLUSH_MS: u64 = 200;
 /// The consumer group whose offsets must survive.
 const GROUP: &str = "crash-offsets";
 
-fn start_broker(bin: &Path, dir: &Path, port: u16, ns_port: u16, flush: &str) -> Child {
-    spawn_broker(
-        bin,
-        dir,
-        port,
-        ns_port,
-        &[
-            format!("flushDiskType={flush}"),
-            format!("flushConsumerOffsetInterval={OFFSET_FLUSH_MS}"),
-        ],
+/// A broker process, killed when dropped (also when a check fails).
+struct Running(Child);
+
+impl Running {
+    /// SIGKILL, and wait for the process to be gone.
+    fn kill_9(mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // An error means the process is already gone.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_broker(bin: &Path, dir: &Path, port: u16, ns_port: u16, flush: &str) -> Running {
+    Running(
+        spawn_broker(
+            bin,
+            dir,
+            port,
+            ns_port,
+            &[
+                format!("flushDiskType={flush}"),
+                format!("flushConsumerOffsetInterval={OFFSET_FLUSH_MS}"),
+            ],
+        )
+        .unwrap(),
     )
-    .unwrap()
 }
 
 /// Every offset committed per queue id, in commit order.
@@ -201,8 +222,7 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
             })
         };
         tokio::time::sleep(Duration::from_millis(fastrand_ms(cycle))).await;
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.kill_9();
         stop.store(true, Ordering::Relaxed);
         tokio::time::timeout(Duration::from_secs(30), committer)
             .await
@@ -228,8 +248,7 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
         );
     }
     offsets_consumer.shutdown().await;
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill_9();
 }
 
 /// Checks the group's offsets after a restart: each at least what was

@@ -8,7 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use consumer_client::{ConsumerConfig, PullConsumer};
-use e2e_tests::{free_port, spawn_broker, unique, wait_for, E2eEnv, SLOW_SENDS};
+use e2e_tests::{unique, wait_for, E2eEnv, OwnBroker, SLOW_SENDS};
 use producer_client::{BusyPolicy, Message, Producer, ProducerConfig, ProducerError};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
@@ -67,23 +67,17 @@ async fn busy_answers_are_retried_on_the_other_broker_or_surfaced_by_policy() {
     let Some(env) = E2eEnv::from_env("failover") else {
         return;
     };
-    let bin = env.broker_bin.clone().expect("SLUICE_E2E_BROKER_A_BIN");
-    let dir = env
-        .dir
-        .clone()
-        .expect("SLUICE_E2E_DIR")
-        .join(unique("slow-"));
-    let (port, ns_port) = (free_port().unwrap(), free_port().unwrap());
     let mut sets: Vec<String> = vec![
         "embeddedNamesrv=false".into(),
         format!("namesrvAddr={}", env.namesrv),
         "brokerName=broker-slow".into(),
     ];
     sets.extend(SLOW_SENDS.iter().map(|s| (*s).to_owned()));
-    let mut slow = spawn_broker(&bin, &dir, port, ns_port, &sets).unwrap();
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let mut slow = OwnBroker::start(&env, "slow", &sets).unwrap();
     let topic = unique("Failover");
     create_topic(&env.brokers[0], &topic).await;
-    create_topic(&format!("127.0.0.1:{port}"), &topic).await;
+    create_topic(&slow.addr, &topic).await;
     let probe =
         PullConsumer::new(ConsumerConfig::new(&env.namesrv, unique("failover-probe-"))).unwrap();
     wait_for(Duration::from_secs(20), || async {
@@ -117,6 +111,5 @@ async fn busy_answers_are_retried_on_the_other_broker_or_surfaced_by_policy() {
     assert_eq!(ok + busy, 12);
     never.shutdown().await;
 
-    slow.kill().unwrap();
-    slow.wait().unwrap();
+    assert!(slow.is_running(), "the slow broker survived");
 }

@@ -4,14 +4,21 @@
 //! and two brokers (`broker-a`, `broker-b`) on free loopback ports with their
 //! stores and logs in a fresh temporary directory, waits until they listen,
 //! then runs `cargo test -p e2e-tests` with their addresses in `SLUICE_E2E_*`
-//! environment variables. The processes are always killed afterwards; when
-//! the tests fail, the tail of each process log is printed.
+//! environment variables. The processes are always killed afterwards, also
+//! when the run is interrupted (Ctrl-C, SIGTERM) or times out: the test run
+//! gets a process group of its own, so brokers that scenarios start go with
+//! it. When the tests fail, the tail of each process log is printed.
 
 use std::{
     env, fs,
     net::{SocketAddr, TcpListener, TcpStream},
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
     thread,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
@@ -47,6 +54,11 @@ impl Drop for Proc {
 /// Runs the suite; `quick` shrinks the message counts.
 pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
     let started = Instant::now();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .context("install the interrupt handler")?;
+    }
     let mut build = cargo(root);
     build.args([
         "build",
@@ -108,7 +120,7 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
         grpc.push(format!("127.0.0.1:{grpc_port}"));
     }
 
-    let outcome = wait_ready(&mut procs, &ns_addr, &brokers).and_then(|()| {
+    let outcome = wait_ready(&mut procs, &ns_addr, &brokers, &interrupted).and_then(|()| {
         let mut test = cargo(root);
         test.args([
             "test",
@@ -127,7 +139,7 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
         if quick {
             test.env("SLUICE_E2E_QUICK", "1");
         }
-        run_bounded(test, TEST_LIMIT)
+        run_bounded(test, TEST_LIMIT, &interrupted)
     });
     // Still-running processes are a result too: a crash mid-test shows here.
     for p in &mut procs {
@@ -185,7 +197,12 @@ fn spawn(name: &'static str, mut cmd: Command, dir: &Path) -> Result<Proc> {
 }
 
 /// Waits until every process accepts connections, then lets the brokers register.
-fn wait_ready(procs: &mut [Proc], ns_addr: &str, brokers: &[String]) -> Result<()> {
+fn wait_ready(
+    procs: &mut [Proc],
+    ns_addr: &str,
+    brokers: &[String],
+    interrupted: &AtomicBool,
+) -> Result<()> {
     let addrs: Vec<&str> = std::iter::once(ns_addr)
         .chain(brokers.iter().map(String::as_str))
         .collect();
@@ -205,6 +222,9 @@ fn wait_ready(procs: &mut [Proc], ns_addr: &str, brokers: &[String]) -> Result<(
                     proc.name
                 );
             }
+            if interrupted.load(Ordering::Relaxed) {
+                bail!("interrupted while waiting for {}", proc.name);
+            }
             thread::sleep(Duration::from_millis(100));
         }
         eprintln!("e2e: {} listening on {addr}", proc.name);
@@ -213,10 +233,12 @@ fn wait_ready(procs: &mut [Proc], ns_addr: &str, brokers: &[String]) -> Result<(
     Ok(())
 }
 
-/// Runs a command, killing it if it takes longer than `limit`.
-fn run_bounded(mut cmd: Command, limit: Duration) -> Result<()> {
+/// Runs a command in a process group of its own, killing the whole group if
+/// it takes longer than `limit` or the run is interrupted.
+fn run_bounded(mut cmd: Command, limit: Duration, interrupted: &AtomicBool) -> Result<()> {
     let shown = format!("{cmd:?}");
     eprintln!("$ {shown}");
+    cmd.process_group(0);
     let mut child = cmd.spawn().with_context(|| format!("start {shown}"))?;
     let deadline = Instant::now() + limit;
     loop {
@@ -226,10 +248,19 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> Result<()> {
             }
             return Ok(());
         }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
+        let why = if interrupted.load(Ordering::Relaxed) {
+            Some("was interrupted".to_owned())
+        } else if Instant::now() >= deadline {
+            Some(format!("did not finish within {limit:?}"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let group = rustix::process::Pid::from_child(&child);
+            // An error means the group is already gone.
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
             let _ = child.wait();
-            bail!("{shown} did not finish within {limit:?}");
+            bail!("{shown} {why}; its processes were killed");
         }
         thread::sleep(Duration::from_millis(200));
     }
