@@ -96,7 +96,9 @@ impl FileQueue {
     ///
     /// # Errors
     /// The directory cannot be read, a file name is not an offset, a file has
-    /// the wrong size, or the files are not contiguous.
+    /// the wrong size, or the files are not contiguous. An empty last file
+    /// (its creation was interrupted, nothing was written to it) is removed
+    /// instead.
     pub fn load_files(dir: &Path, file_size: usize) -> io::Result<Vec<MappedFile>> {
         fs::create_dir_all(dir)?;
         let mut offsets = Vec::new();
@@ -117,11 +119,22 @@ impl FileQueue {
                     dir.join(file_name(offset)).display()
                 )));
             }
-            files.push(MappedFile::open(
-                &dir.join(file_name(offset)),
-                offset,
-                file_size,
-            )?);
+            let path = dir.join(file_name(offset));
+            if i + 1 == offsets.len() && fs::metadata(&path)?.len() == 0 {
+                // A file is sized (fallocate, all at once) right after it is
+                // created and only then written, so an empty last file is a
+                // creation that a crash interrupted: nothing was stored in
+                // it. A file of another non-zero size stays an error (say, a
+                // changed file size setting).
+                tracing::warn!(
+                    path = %path.display(),
+                    expected = file_size,
+                    "removing a CommitLog/queue file whose creation was interrupted"
+                );
+                fs::remove_file(&path)?;
+                continue;
+            }
+            files.push(MappedFile::open(&path, offset, file_size)?);
         }
         Ok(files)
     }
@@ -415,6 +428,27 @@ mod tests {
             FileQueue::load_files(dir.path(), 8192).is_err(),
             "size mismatch is refused"
         );
+    }
+
+    #[test]
+    fn an_empty_last_file_is_an_interrupted_creation_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = FileQueue::new(dir.path(), FileFactory::plain(4096), Vec::new(), false);
+        q.create_next(0).unwrap();
+        q.last().unwrap().append(b"abc").unwrap();
+        drop(q);
+        let empty = dir.path().join(file_name(4096));
+        fs::File::create(&empty).unwrap();
+        let files = FileQueue::load_files(dir.path(), 4096).unwrap();
+        assert_eq!(files.len(), 1);
+        assert!(!empty.exists(), "the empty file is gone");
+        // A short file that is not empty is not explained by a crash.
+        fs::write(&empty, b"xyz").unwrap();
+        assert!(FileQueue::load_files(dir.path(), 4096).is_err());
+        // Nor is an empty file before the last one.
+        fs::write(&empty, vec![0; 4096]).unwrap();
+        fs::File::create(dir.path().join(file_name(0))).unwrap();
+        assert!(FileQueue::load_files(dir.path(), 4096).is_err());
     }
 
     #[test]
