@@ -15,8 +15,14 @@
 //! - `closed`: closed-loop throughput and latency of 1 KiB sends at 1, 16
 //!   and 64 in flight under `ASYNC_FLUSH` and `SYNC_FLUSH`, one table, and
 //!   `closed.json`.
+//! - `protocols`: the same closed-loop sends over remoting and over gRPC
+//!   against one broker (`ASYNC_FLUSH`): at 64 in flight remoting, gRPC,
+//!   then remoting again (the difference between the two remoting runs
+//!   shows how much the machine drifted), then 1 in flight over both; one
+//!   table with the gRPC/remoting ratios, and `protocols.json`.
 //!
-//! Each broker runs with its embedded name server on free loopback ports,
+//! Each broker runs with its embedded name server (and its gRPC endpoint)
+//! on free loopback ports,
 //! its own store directory under the target directory and its log captured
 //! there; it is killed when its phase ends, also on error. The working
 //! directory is removed afterwards unless something failed.
@@ -48,7 +54,7 @@ const OVERLOAD_FACTOR: f64 = 2.0;
 /// Lines of the broker log shown when something failed.
 const LOG_TAIL_LINES: usize = 30;
 
-const USAGE: &str = "usage: cargo xtask bench <overload|closed> [options]
+const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols> [options]
 
   overload [--quick] [--out DIR] [--bound fault|cpu] [--fault-ms N]
            capacity, then 2x capacity with early admission on and off
@@ -57,6 +63,10 @@ const USAGE: &str = "usage: cargo xtask bench <overload|closed> [options]
   closed   [--quick] [--out DIR] [--connections N]
            1, 16, 64 in flight, ASYNC_FLUSH and SYNC_FLUSH, 1 KiB messages
            (default 1, 2 and 4 connections)
+  protocols [--quick] [--out DIR] [--connections N]
+           one ASYNC_FLUSH broker: 64 in flight over remoting, gRPC, remoting
+           again, then 1 in flight over both; 1 KiB messages, gRPC/remoting
+           ratios (default 4 connections or channels at 64, 1 at 1)
 
   --quick  debug build and short phases (for CI)
   --out    where the results go (default <target>/bench)
@@ -143,6 +153,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     match experiment.as_str() {
         "overload" => overload(root, &options),
         "closed" => closed(root, &options),
+        "protocols" => protocols(root, &options),
         other => bail!("bench: unknown experiment {other:?}\n\n{USAGE}"),
     }
 }
@@ -221,6 +232,8 @@ struct Broker {
     child: Child,
     addr: String,
     namesrv: String,
+    /// The gRPC endpoint (`grpcListenPort`), `127.0.0.1:port`.
+    grpc: String,
     log: PathBuf,
     store: PathBuf,
 }
@@ -231,6 +244,7 @@ impl Broker {
     fn start(setup: &Setup, name: &str, settings: &[String]) -> Result<Self> {
         let port = free_port()?;
         let ns_port = free_port()?;
+        let grpc_port = free_port()?;
         let store = setup.work.join(name);
         let log = setup.work.join(format!("{name}.log"));
         let file = fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
@@ -244,6 +258,7 @@ impl Broker {
         let base = [
             "embeddedNamesrv=true".to_owned(),
             format!("namesrvListenPort={ns_port}"),
+            format!("grpcListenPort={grpc_port}"),
             "metricsListenPort=0".to_owned(),
             format!("mappedFileSizeCommitLog={}", 256 * 1024 * 1024),
         ];
@@ -265,6 +280,7 @@ impl Broker {
             child,
             addr: format!("127.0.0.1:{port}"),
             namesrv,
+            grpc: format!("127.0.0.1:{grpc_port}"),
             log,
             store,
         };
@@ -274,7 +290,7 @@ impl Broker {
 
     fn wait_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + STARTUP_LIMIT;
-        for addr in [self.addr.clone(), self.namesrv.clone()] {
+        for addr in [self.addr.clone(), self.namesrv.clone(), self.grpc.clone()] {
             let sock = addr.parse().with_context(|| format!("parse {addr}"))?;
             while TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_err() {
                 if let Some(status) = self.child.try_wait().context("poll the broker")? {
@@ -602,6 +618,262 @@ fn closed_table(rows: &[(&str, u32, u32, Value)]) -> String {
     out
 }
 
+/// The protocol comparison.
+fn protocols(root: &Path, options: &Options) -> Result<()> {
+    let started = Instant::now();
+    let setup = Setup::new(root, options, "protocols")?;
+    let outcome = protocols_in(&setup, options);
+    let outcome = setup.finish(outcome);
+    eprintln!(
+        "bench: protocols took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    outcome
+}
+
+/// The topic of the protocol comparison and its queue count.
+const PROTOCOLS_TOPIC: &str = "BenchTopic";
+const PROTOCOLS_QUEUES: &str = "8";
+
+/// One run of the protocol comparison.
+struct ProtocolRun {
+    protocol: &'static str,
+    /// Which run of this protocol and in-flight count this is, from 1.
+    round: u32,
+    in_flight: u32,
+    connections: u32,
+    report: Value,
+}
+
+fn protocols_in(setup: &Setup, options: &Options) -> Result<()> {
+    let secs = if options.quick { 2 } else { 10 };
+    let broker = Broker::start(
+        setup,
+        "broker-protocols",
+        &["flushDiskType=ASYNC_FLUSH".to_owned()],
+    )?;
+    let mut create = Command::new(&setup.bench);
+    create.args([
+        "create-topic",
+        "--broker",
+        &broker.addr,
+        "--topic",
+        PROTOCOLS_TOPIC,
+        "--queues",
+        PROTOCOLS_QUEUES,
+    ]);
+    let created = run_bounded(create, RUN_SLACK)?;
+    if !created.status.success() {
+        broker.print_tail();
+        bail!("sluice-bench create-topic failed with {}", created.status);
+    }
+    let plan: [(&'static str, u32); 5] = [
+        ("remoting", 64),
+        ("grpc", 64),
+        ("remoting", 64),
+        ("remoting", 1),
+        ("grpc", 1),
+    ];
+    let mut runs: Vec<ProtocolRun> = Vec::new();
+    for (protocol, in_flight) in plan {
+        let connections = options
+            .connections
+            .unwrap_or(if in_flight > 1 { 4 } else { 1 });
+        let round = 1 + runs
+            .iter()
+            .filter(|r| r.protocol == protocol && r.in_flight == in_flight)
+            .count() as u32;
+        let mut args = strings(&[
+            "--protocol",
+            protocol,
+            "--grpc",
+            &broker.grpc,
+            "--topic",
+            PROTOCOLS_TOPIC,
+            "--queues",
+            PROTOCOLS_QUEUES,
+            "--in-flight",
+            &in_flight.to_string(),
+            "--connections",
+            &connections.to_string(),
+            "--duration",
+            &secs.to_string(),
+            "--size",
+            "1024",
+        ]);
+        if protocol == "remoting" {
+            // Not used by the remoting sends; keeps the logged command short.
+            args.drain(2..4);
+        }
+        let (_, report) = load(
+            setup,
+            &broker,
+            &format!("protocols-{protocol}-{in_flight}-{round}"),
+            &args,
+        )?;
+        runs.push(ProtocolRun {
+            protocol,
+            round,
+            in_flight,
+            connections,
+            report,
+        });
+    }
+    broker.stop();
+    println!(
+        "protocols: closed loop, 1 KiB messages, ASYNC_FLUSH, one broker, {secs} s per row after \
+         1 s warm-up, {} build{}",
+        if options.quick { "debug" } else { "release" },
+        if options.settings.is_empty() {
+            String::new()
+        } else {
+            format!(", broker settings {}", options.settings.join(" "))
+        }
+    );
+    print!("{}", protocols_table(&runs));
+    let ratios = protocol_ratios(&runs);
+    println!();
+    for line in ratio_lines(&ratios) {
+        println!("{line}");
+    }
+    let json = serde_json::json!({
+        "flush_disk_type": "ASYNC_FLUSH",
+        "duration_s": secs,
+        "ratios": ratios,
+        "runs": runs.iter().map(|r| serde_json::json!({
+            "protocol": r.protocol,
+            "round": r.round,
+            "in_flight": r.in_flight,
+            "connections": r.connections,
+            "report": r.report,
+        })).collect::<Vec<_>>(),
+    });
+    let file = setup.out.join("protocols.json");
+    fs::write(&file, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("write {}", file.display()))?;
+    println!("\nwrote {}", file.display());
+    Ok(())
+}
+
+/// The protocol table: one row per run, in the order run.
+fn protocols_table(runs: &[ProtocolRun]) -> String {
+    let mut out = format!(
+        "{:<12}{:>10}{:>7}{:>12}{:>9}{:>10}{:>10}{:>10}{:>8}\n",
+        "protocol",
+        "in flight",
+        "conns",
+        "msgs/s",
+        "MB/s",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "failed"
+    );
+    for run in runs {
+        let r = &run.report;
+        let num = |v: &Value| {
+            v.as_f64()
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"))
+        };
+        let label = if run.round > 1 {
+            format!("{} #{}", run.protocol, run.round)
+        } else {
+            run.protocol.to_owned()
+        };
+        out.push_str(&format!(
+            "{:<12}{:>10}{:>7}{:>12.1}{:>9.1}{:>10}{:>10}{:>10}{:>8}\n",
+            label,
+            run.in_flight,
+            run.connections,
+            r["ok_per_sec"].as_f64().unwrap_or(0.0),
+            r["mb_per_sec"].as_f64().unwrap_or(0.0),
+            num(&r["latency_ms"]["p50"]),
+            num(&r["latency_ms"]["p99"]),
+            num(&r["latency_ms"]["p999"]),
+            r["failed_total"].as_u64().unwrap_or(0),
+        ));
+    }
+    out
+}
+
+/// Per in-flight count: the mean msgs/s of each protocol's runs, the
+/// gRPC/remoting throughput and p50 ratios, and the spread between repeated
+/// remoting runs (drift of the machine during the comparison).
+fn protocol_ratios(runs: &[ProtocolRun]) -> Value {
+    let mut in_flights: Vec<u32> = runs.iter().map(|r| r.in_flight).collect();
+    in_flights.sort_unstable_by(|a, b| b.cmp(a));
+    in_flights.dedup();
+    let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+    let rows: Vec<Value> = in_flights
+        .iter()
+        .map(|&n| {
+            let of = |protocol: &str, field: &dyn Fn(&Value) -> Option<f64>| -> Vec<f64> {
+                runs.iter()
+                    .filter(|r| r.in_flight == n && r.protocol == protocol)
+                    .filter_map(|r| field(&r.report))
+                    .collect()
+            };
+            let rate = |v: &Value| v["ok_per_sec"].as_f64();
+            let p50 = |v: &Value| v["latency_ms"]["p50"].as_f64();
+            let remoting = of("remoting", &rate);
+            let grpc = of("grpc", &rate);
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            let drift = (remoting.len() > 1)
+                .then(|| {
+                    let max = remoting.iter().copied().fold(f64::MIN, f64::max);
+                    let min = remoting.iter().copied().fold(f64::MAX, f64::min);
+                    ratio(Some(max - min), mean(&remoting))
+                })
+                .flatten();
+            serde_json::json!({
+                "in_flight": n,
+                "remoting_msgs_per_sec": mean(&remoting),
+                "grpc_msgs_per_sec": mean(&grpc),
+                "throughput_ratio": ratio(mean(&grpc), mean(&remoting)),
+                "p50_ratio": ratio(mean(&of("grpc", &p50)), mean(&of("remoting", &p50))),
+                "remoting_runs": remoting.len(),
+                "remoting_spread": drift,
+            })
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// The ratios as printed lines.
+fn ratio_lines(ratios: &Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    for r in ratios.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let n = r["in_flight"].as_u64().unwrap_or(0);
+        let Some(throughput) = r["throughput_ratio"].as_f64() else {
+            continue;
+        };
+        let mut line = format!(
+            "gRPC/remoting at {n} in flight: throughput {throughput:.2}x ({:.1} vs {:.1} msgs/s",
+            r["grpc_msgs_per_sec"].as_f64().unwrap_or(0.0),
+            r["remoting_msgs_per_sec"].as_f64().unwrap_or(0.0),
+        );
+        let runs = r["remoting_runs"].as_u64().unwrap_or(0);
+        if runs > 1 {
+            line.push_str(&format!(", remoting the mean of {runs} runs"));
+        }
+        line.push(')');
+        if let Some(p50) = r["p50_ratio"].as_f64() {
+            line.push_str(&format!(", p50 {p50:.2}x"));
+        }
+        lines.push(line);
+        if let Some(spread) = r["remoting_spread"].as_f64() {
+            lines.push(format!(
+                "  remoting runs before and after gRPC differ by {:.1} % (machine drift)",
+                spread * 100.0
+            ));
+        }
+    }
+    lines
+}
+
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -650,6 +922,51 @@ mod tests {
         assert!(lines[2].contains("1.500"), "{table}");
     }
 
+    fn protocol_run(protocol: &'static str, round: u32, in_flight: u32, rate: f64) -> ProtocolRun {
+        ProtocolRun {
+            protocol,
+            round,
+            in_flight,
+            connections: 4,
+            report: serde_json::json!({
+                "ok_per_sec": rate,
+                "mb_per_sec": rate * 1024.0 / 1e6,
+                "failed_total": 0,
+                "latency_ms": {"p50": 64.0 / rate * 1000.0, "p99": 2.0, "p999": 3.0}
+            }),
+        }
+    }
+
+    #[test]
+    fn the_protocol_ratios_compare_grpc_with_the_mean_of_the_remoting_runs() {
+        let runs = [
+            protocol_run("remoting", 1, 64, 10_000.0),
+            protocol_run("grpc", 1, 64, 6_000.0),
+            protocol_run("remoting", 2, 64, 14_000.0),
+            protocol_run("remoting", 1, 1, 2_000.0),
+            protocol_run("grpc", 1, 1, 1_000.0),
+        ];
+        let ratios = protocol_ratios(&runs);
+        let at64 = &ratios[0];
+        assert_eq!(at64["in_flight"], 64);
+        assert_eq!(at64["remoting_msgs_per_sec"], 12_000.0);
+        assert_eq!(at64["throughput_ratio"], 0.5);
+        // (14000 - 10000) / 12000
+        let spread = at64["remoting_spread"].as_f64().unwrap_or(0.0);
+        assert!((spread - 1.0 / 3.0).abs() < 1e-9, "{spread}");
+        let at1 = &ratios[1];
+        assert_eq!(at1["throughput_ratio"], 0.5);
+        assert_eq!(at1["p50_ratio"], 2.0);
+        assert_eq!(at1["remoting_spread"], Value::Null);
+        let lines = ratio_lines(&ratios);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("throughput 0.50x"), "{lines:?}");
+        assert!(lines[1].contains("33.3 %"), "{lines:?}");
+        let table = protocols_table(&runs);
+        assert_eq!(table.lines().count(), 6, "{table}");
+        assert!(table.contains("remoting #2"), "{table}");
+    }
+
     #[test]
     fn unknown_experiments_and_options_are_refused() {
         let root = Path::new(".");
@@ -658,5 +975,6 @@ mod tests {
         assert!(main(root, &strings(&["overload", "--fault-ms", "0"])).is_err());
         assert!(main(root, &strings(&["closed", "--fast"])).is_err());
         assert!(main(root, &strings(&["closed", "--set", "novalue"])).is_err());
+        assert!(main(root, &strings(&["protocols", "--connections", "0"])).is_err());
     }
 }

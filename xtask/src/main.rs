@@ -8,8 +8,9 @@
 //! - `fuzz-check`: builds the fuzz crate without running it.
 //! - `e2e [--quick]`: the end-to-end suite against real name server and
 //!   broker processes (see `e2e.rs`).
-//! - `bench overload|closed [--quick]`: the overload experiment and the
-//!   closed-loop throughput table against a real broker (see `bench.rs`).
+//! - `bench overload|closed|protocols [--quick]`: the overload experiment,
+//!   the closed-loop throughput table and the remoting-versus-gRPC send
+//!   comparison against a real broker (see `bench.rs`).
 
 mod bench;
 mod ci;
@@ -61,7 +62,8 @@ commands:
                (--quick: fewer messages)
   bench        overload: capacity, then 2x capacity with early admission on/off
                (table, overload.json, overload.png); closed: msgs/s and latency
-               at 1/16/64 in flight, ASYNC_FLUSH and SYNC_FLUSH
+               at 1/16/64 in flight, ASYNC_FLUSH and SYNC_FLUSH; protocols:
+               remoting vs gRPC sends at 64 and 1 in flight, one broker
                (--quick: debug build, short phases; see `cargo xtask bench`)";
 
 /// The workspace root: the parent of this crate's directory.

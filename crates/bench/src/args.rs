@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::{
-    config::{Config, Mode},
+    config::{Config, Mode, Protocol, DEFAULT_GRPC},
     consume::{ConsumeConfig, StartFrom, CONSUMER_GROUP},
 };
 
@@ -16,7 +16,8 @@ use crate::{
 ///
 /// Without a subcommand it sends, as `produce` does: `SEND_MESSAGE_V2`
 /// requests to one broker (`--broker`) or to every writable queue of a
-/// topic's route (`--namesrv`), closed loop by default (`--in-flight`, 1 if
+/// topic's route (`--namesrv`), or gRPC `SendMessage` calls to a broker's
+/// gRPC endpoint (`--protocol grpc --grpc host:port`), closed loop by default (`--in-flight`, 1 if
 /// not given) or open loop (`--rate`, latency counted from the intended
 /// send time), and reports throughput, latency percentiles and failures by
 /// reason.
@@ -42,11 +43,55 @@ pub enum Command {
     /// Summarize the overload experiment from the load tool's JSON reports:
     /// print its table, write overload.json and overload.png.
     OverloadReport(OverloadReportArgs),
+    /// Create (or update) a topic on one broker, readable and writable.
+    CreateTopic(CreateTopicArgs),
+}
+
+/// Flags of `create-topic`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CreateTopicArgs {
+    /// Broker address (host:port, the remoting port).
+    #[arg(long, default_value = "127.0.0.1:10911")]
+    pub broker: String,
+    /// Topic to create.
+    #[arg(long, default_value = "BenchTopic")]
+    pub topic: String,
+    /// Read and write queues (1..=1024).
+    #[arg(long, default_value_t = 8)]
+    pub queues: u32,
+    /// Timeout of the request in milliseconds.
+    #[arg(long, default_value_t = 3000)]
+    pub timeout_ms: u64,
+}
+
+impl CreateTopicArgs {
+    /// Checks the flags.
+    ///
+    /// # Errors
+    /// A message naming the first flag out of range.
+    pub fn validate(&self) -> Result<()> {
+        anyhow::ensure!(!self.topic.is_empty(), "topic must not be empty");
+        anyhow::ensure!(
+            (1..=1024).contains(&self.queues),
+            "queues must be 1..=1024, got {}",
+            self.queues
+        );
+        anyhow::ensure!(self.timeout_ms > 0, "timeout-ms must be above zero");
+        Ok(())
+    }
 }
 
 /// Flags of the producer benchmark.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProduceArgs {
+    /// Protocol of the sends: remoting `SEND_MESSAGE_V2` to `--broker` (or
+    /// the route from `--namesrv`), or gRPC `SendMessage` to `--grpc`.
+    #[arg(long, value_enum, default_value = "remoting")]
+    pub protocol: Protocol,
+    /// The broker's gRPC endpoint (host:port, `grpcListenPort`), used with
+    /// `--protocol grpc`.
+    #[arg(long, default_value = DEFAULT_GRPC)]
+    pub grpc: String,
     /// Broker address (host:port) to send to directly, over queues
     /// 0..queues.
     #[arg(long, default_value = "127.0.0.1:10911")]
@@ -71,7 +116,8 @@ pub struct ProduceArgs {
     /// Seconds sent before recording starts.
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
-    /// TCP connections; requests are spread over them round-robin.
+    /// TCP connections (remoting) or HTTP/2 channels (gRPC); requests are
+    /// spread over them round-robin.
     #[arg(long, default_value_t = 1)]
     pub connections: u32,
     /// Closed loop: this many concurrent senders, each waiting for its
@@ -100,7 +146,9 @@ impl ProduceArgs {
     /// A message naming the first flag out of range.
     pub fn to_run(&self) -> Result<(Config, Mode)> {
         let config = Config {
+            protocol: self.protocol,
             broker: self.broker.clone(),
+            grpc: self.grpc.clone(),
             namesrv: self.namesrv.clone(),
             topic: self.topic.clone(),
             queues: self.queues,
@@ -283,6 +331,20 @@ mod tests {
             }
             other => anyhow::bail!("unexpected {other:?}"),
         }
+        match command(&["create-topic", "--topic", "T", "--queues", "4"])? {
+            Some(Command::CreateTopic(c)) => {
+                c.validate()?;
+                assert_eq!((c.topic.as_str(), c.queues), ("T", 4));
+                assert_eq!(c.broker, "127.0.0.1:10911");
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        assert!(command(&["create-topic", "--queues", "0"])
+            .and_then(|c| match c {
+                Some(Command::CreateTopic(c)) => c.validate(),
+                _ => Ok(()),
+            })
+            .is_err());
         assert!(command(&["consume", "--batch", "0"])
             .and_then(|c| match c {
                 Some(Command::Consume(c)) => c.to_config().map(|_| ()),
@@ -304,6 +366,26 @@ mod tests {
         assert_eq!(config.connections, 1);
         assert_eq!(config.timeout, Duration::from_millis(3000));
         assert_eq!(mode, Mode::Closed { in_flight: 1 });
+        assert_eq!(config.protocol, Protocol::Remoting);
+        assert_eq!(config.grpc, "127.0.0.1:8081");
+        Ok(())
+    }
+
+    #[test]
+    fn protocol_grpc_sends_to_the_grpc_endpoint() -> Result<()> {
+        let (config, mode) = parse(&[
+            "--protocol",
+            "grpc",
+            "--grpc",
+            "127.0.0.1:18081",
+            "--in-flight",
+            "8",
+        ])?;
+        assert_eq!(config.protocol, Protocol::Grpc);
+        assert_eq!(config.grpc, "127.0.0.1:18081");
+        assert_eq!(mode, Mode::Closed { in_flight: 8 });
+        assert!(parse(&["--protocol", "http"]).is_err());
+        assert!(parse(&["--protocol", "grpc", "--namesrv", "127.0.0.1:9876"]).is_err());
         Ok(())
     }
 

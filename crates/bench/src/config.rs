@@ -1,19 +1,49 @@
-//! What a run does: the broker and topic to send to, how long, over how many
-//! connections, and in which [`Mode`].
+//! What a run does: the broker and topic to send to, over which
+//! [`Protocol`], how long, over how many connections, and in which [`Mode`].
 
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
 
+/// The gRPC endpoint sent to by default (`grpcListenPort` 8081 on this host).
+pub const DEFAULT_GRPC: &str = "127.0.0.1:8081";
+
 /// Largest body accepted: RocketMQ's default `maxMessageSize` (4 MiB).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The protocol the sends use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Protocol {
+    /// RocketMQ remoting `SEND_MESSAGE_V2` over TCP connections to `broker`
+    /// (or to the brokers of the route from `namesrv`).
+    #[default]
+    Remoting,
+    /// RocketMQ 5 gRPC `SendMessage`, one message per call, over HTTP/2
+    /// channels (plain h2c) to `grpc`.
+    Grpc,
+}
+
+impl Protocol {
+    /// The name printed and written in reports: `remoting` or `grpc`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Remoting => "remoting",
+            Protocol::Grpc => "grpc",
+        }
+    }
+}
 
 /// Settings shared by both modes.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The protocol of the sends.
+    pub protocol: Protocol,
     /// Broker address (`host:port`) the requests go to directly, unless
     /// `namesrv` is given.
     pub broker: String,
+    /// Address (`host:port`) of the broker's gRPC endpoint
+    /// (`grpcListenPort`), used with [`Protocol::Grpc`].
+    pub grpc: String,
     /// Name server (`host:port`) to ask for the topic's route; the sends then
     /// rotate over every writable queue of every master broker in it, and
     /// `broker` and `queues` are not used (except `queues` as the cap of a
@@ -29,7 +59,8 @@ pub struct Config {
     pub warmup: Duration,
     /// Time recorded after the warm-up. Must not be zero.
     pub duration: Duration,
-    /// TCP connections the requests are spread over, round-robin. At least 1.
+    /// TCP connections (remoting) or HTTP/2 channels (gRPC) the requests are
+    /// spread over, round-robin. At least 1.
     pub connections: u32,
     /// How long each request waits for its response. Must not be zero.
     pub timeout: Duration,
@@ -59,11 +90,14 @@ pub enum Mode {
 }
 
 impl Config {
-    /// Defaults for `broker`: topic `BenchTopic`, 8 queues, 1 KiB bodies,
-    /// 1 s warm-up, 10 s recorded, 1 connection, 3 s timeout, progress on.
+    /// Defaults for `broker`: remoting, topic `BenchTopic`, 8 queues, 1 KiB
+    /// bodies, 1 s warm-up, 10 s recorded, 1 connection, 3 s timeout,
+    /// progress on; the gRPC endpoint is `127.0.0.1:8081`.
     pub fn new(broker: impl Into<String>) -> Self {
         Self {
+            protocol: Protocol::Remoting,
             broker: broker.into(),
+            grpc: DEFAULT_GRPC.into(),
             namesrv: None,
             topic: "BenchTopic".into(),
             queues: 8,
@@ -87,6 +121,19 @@ impl Config {
             "namesrv address must not be empty"
         );
         ensure!(!self.topic.is_empty(), "topic must not be empty");
+        if self.protocol == Protocol::Grpc {
+            ensure!(!self.grpc.is_empty(), "grpc address must not be empty");
+            ensure!(
+                self.namesrv.is_none(),
+                "namesrv is not used with protocol grpc: give the broker's gRPC endpoint \
+                 (grpc host:port) instead"
+            );
+            ensure!(
+                self.body_bytes >= 1,
+                "size must be at least 1 byte with protocol grpc (the gRPC endpoint refuses \
+                 empty bodies)"
+            );
+        }
         ensure!(self.queues >= 1, "queues must be at least 1");
         ensure!(
             self.body_bytes <= MAX_BODY_BYTES,
@@ -150,5 +197,18 @@ mod tests {
         };
         assert!(nan.validate().is_err());
         assert!(Mode::Closed { in_flight: 0 }.validate().is_err());
+    }
+
+    #[test]
+    fn grpc_refuses_a_name_server_and_empty_bodies() {
+        let mut config = Config::new("127.0.0.1:10911");
+        config.protocol = Protocol::Grpc;
+        assert!(config.validate().is_ok());
+        config.body_bytes = 0;
+        assert!(config.validate().is_err());
+        config.body_bytes = 1;
+        config.namesrv = Some("127.0.0.1:9876".into());
+        let err = config.validate().err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("namesrv")));
     }
 }

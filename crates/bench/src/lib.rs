@@ -1,5 +1,5 @@
 //! The load tool: drives a RocketMQ-protocol broker with `SEND_MESSAGE_V2`
-//! requests at a fixed offered rate (open loop) or with a fixed number of
+//! requests (or RocketMQ 5 gRPC `SendMessage` calls) at a fixed offered rate (open loop) or with a fixed number of
 //! requests in flight (closed loop), and reports throughput, latency
 //! percentiles and failures by reason; pulls a topic and reports throughput
 //! and end-to-end latency.
@@ -10,6 +10,7 @@
 //! sluice-bench --broker 127.0.0.1:10911 --in-flight 64 --duration 10
 //! sluice-bench --broker 127.0.0.1:10911 --rate 20000 --connections 4 --json
 //! sluice-bench --namesrv 127.0.0.1:9876 --topic Orders --in-flight 16
+//! sluice-bench --protocol grpc --grpc 127.0.0.1:8081 --in-flight 64 --connections 4
 //! sluice-bench consume --namesrv 127.0.0.1:9876 --topic Orders --duration 10
 //! ```
 //!
@@ -18,6 +19,8 @@
 //! - [`route`]: where sends go: one broker's queues, or a topic's route from
 //!   a name server (`--namesrv`).
 //! - [`run`]: the closed and open loops.
+//! - [`sender`]: what the loops send through, by protocol: remoting
+//!   connections, or gRPC channels ([`grpc`]).
 //! - [`consume`]: the consumer benchmark (`sluice-bench consume`).
 //! - [`overload`], [`chart`]: the overload experiment's table, JSON and
 //!   chart (`sluice-bench overload-report`, run by `cargo xtask bench`).
@@ -39,13 +42,15 @@ pub mod args;
 pub mod chart;
 pub mod config;
 pub mod consume;
+pub mod grpc;
 pub mod outcome;
 pub mod overload;
 pub mod report;
 pub mod route;
 pub mod run;
 pub mod schedule;
+pub mod sender;
 
-pub use config::{Config, Mode};
+pub use config::{Config, Mode, Protocol};
 pub use outcome::Outcome;
 pub use report::{Recorder, Report};

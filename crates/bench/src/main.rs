@@ -1,7 +1,7 @@
 //! `sluice-bench`: parses the flags, starts a tokio runtime and runs the
-//! producer or consumer benchmark described in the `bench` library, or
-//! summarizes the overload experiment; reports go to stdout, progress to
-//! stderr.
+//! producer or consumer benchmark described in the `bench` library,
+//! summarizes the overload experiment, or creates a topic; reports go to
+//! stdout, progress to stderr.
 
 use std::fs;
 
@@ -30,6 +30,18 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some(Command::OverloadReport(o)) => overload_report(&o),
+        Some(Command::CreateTopic(c)) => {
+            c.validate()?;
+            let timeout = std::time::Duration::from_millis(c.timeout_ms);
+            runtime()?.block_on(bench::route::create_topic(
+                &c.broker, &c.topic, c.queues, timeout,
+            ))?;
+            println!(
+                "created topic {} with {} queues on {}",
+                c.topic, c.queues, c.broker
+            );
+            Ok(())
+        }
     }
 }
 

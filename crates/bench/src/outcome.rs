@@ -4,12 +4,23 @@
 //! Busy remarks follow RocketMQ's text, for example
 //! `[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period
 //! in queue: 205ms, size of queue: 17`; only the tag and the period are read.
+//!
+//! gRPC answers fall into the same kinds: `TOO_MANY_REQUESTS` carries the
+//! remoting remark as its status message and is a [`Busy`] by the same tag,
+//! `MASTER_PERSISTENCE_TIMEOUT` is the flush timeout, codes that stand for
+//! exactly one remoting code count as that code, and the rest keep their gRPC
+//! code ([`Outcome::GrpcCode`]).
 
+use grpc_protocol::v2::Code;
 use remoting_net::ClientError;
 use remoting_protocol::{RemotingCommand, ResponseCode};
 
 /// Ext field in which Sluice suggests a back-off (ms) on busy responses.
 pub const RETRY_AFTER_MS: &str = "retryAfterMs";
+
+/// gRPC response metadata in which Sluice suggests a back-off (ms) on
+/// `TOO_MANY_REQUESTS` answers.
+pub const RETRY_AFTER_METADATA: &str = "retry-after-ms";
 
 /// Tag counted for a busy response whose remark has no leading `[TAG]`.
 pub const UNTAGGED: &str = "UNTAGGED";
@@ -25,6 +36,12 @@ pub enum Outcome {
     Busy(Busy),
     /// Any other response code.
     OtherCode(i32),
+    /// A gRPC business status code without a remoting counterpart
+    /// (`apache.rocketmq.v2.Code`, e.g. 41302 `MESSAGE_BODY_EMPTY`).
+    GrpcCode(i32),
+    /// The gRPC call itself failed with this status code (other than
+    /// deadline exceeded, unavailable or cancelled).
+    RpcStatus(i32),
     /// No response within the request timeout.
     Timeout,
     /// The connection failed or closed before the response came.
@@ -70,6 +87,50 @@ impl Outcome {
             other => Self::OtherCode(other.0),
         }
     }
+}
+
+impl Outcome {
+    /// Classifies a gRPC `SendMessage` business status: its `code`, its
+    /// `message` (the remoting remark for busy answers) and the
+    /// [`RETRY_AFTER_METADATA`] value, if any.
+    pub fn of_grpc_status(code: i32, message: &str, retry_after: Option<&str>) -> Self {
+        let Ok(known) = Code::try_from(code) else {
+            return Self::GrpcCode(code);
+        };
+        match known {
+            Code::Ok => Self::Ok,
+            Code::TooManyRequests => Self::Busy(Busy {
+                tag: remark_tag(message).unwrap_or(UNTAGGED).to_owned(),
+                period_in_queue_ms: period_in_queue_ms(message),
+                retry_after_ms: retry_after.and_then(|v| v.trim().parse().ok()),
+            }),
+            Code::MasterPersistenceTimeout => Self::FlushDiskTimeout,
+            Code::SlavePersistenceTimeout => Self::OtherCode(ResponseCode::FLUSH_SLAVE_TIMEOUT.0),
+            Code::HaNotAvailable => Self::OtherCode(ResponseCode::SLAVE_NOT_AVAILABLE.0),
+            Code::TopicNotFound => Self::OtherCode(ResponseCode::TOPIC_NOT_EXIST.0),
+            Code::Forbidden => Self::OtherCode(ResponseCode::NO_PERMISSION.0),
+            _ => Self::GrpcCode(code),
+        }
+    }
+
+    /// Classifies a failed gRPC call (no business status came back): a
+    /// transport failure (the status wraps a transport error, or is
+    /// unavailable or cancelled) is a connection error.
+    pub fn of_rpc_error(status: &tonic::Status) -> Self {
+        let transport =
+            std::error::Error::source(status).is_some_and(|e| e.is::<tonic::transport::Error>());
+        match status.code() {
+            tonic::Code::DeadlineExceeded => Self::Timeout,
+            tonic::Code::Unavailable | tonic::Code::Cancelled => Self::ConnectionError,
+            _ if transport => Self::ConnectionError,
+            other => Self::RpcStatus(other as i32),
+        }
+    }
+}
+
+/// The name of a gRPC business status code (`TOO_MANY_REQUESTS`), if known.
+pub fn grpc_code_name(code: i32) -> Option<&'static str> {
+    Code::try_from(code).ok().map(|c| c.as_str_name())
 }
 
 /// The text inside a remark's leading `[...]`, if the remark starts with one
@@ -182,6 +243,80 @@ mod tests {
             of(ResponseCode::FLUSH_SLAVE_TIMEOUT),
             Outcome::OtherCode(12)
         );
+    }
+
+    #[test]
+    fn grpc_statuses_map_to_the_remoting_kinds() {
+        let busy = Outcome::of_grpc_status(42900, TIMEOUT_REMARK, Some("150"));
+        assert_eq!(
+            busy,
+            Outcome::Busy(Busy {
+                tag: "TIMEOUT_CLEAN_QUEUE".into(),
+                period_in_queue_ms: Some(205),
+                retry_after_ms: Some(150),
+            })
+        );
+        let untagged = Outcome::of_grpc_status(42900, "too many", None);
+        assert!(matches!(untagged, Outcome::Busy(b) if b.tag == UNTAGGED));
+        assert_eq!(Outcome::of_grpc_status(20000, "OK", None), Outcome::Ok);
+        assert_eq!(
+            Outcome::of_grpc_status(50401, "", None),
+            Outcome::FlushDiskTimeout
+        );
+        assert_eq!(
+            Outcome::of_grpc_status(50402, "", None),
+            Outcome::OtherCode(12)
+        );
+        assert_eq!(
+            Outcome::of_grpc_status(40402, "", None),
+            Outcome::OtherCode(17)
+        );
+        assert_eq!(
+            Outcome::of_grpc_status(41302, "", None),
+            Outcome::GrpcCode(41302)
+        );
+        assert_eq!(
+            Outcome::of_grpc_status(12345, "", None),
+            Outcome::GrpcCode(12345)
+        );
+        assert_eq!(grpc_code_name(41302), Some("MESSAGE_BODY_EMPTY"));
+        assert_eq!(grpc_code_name(12345), None);
+    }
+
+    #[test]
+    fn failed_grpc_calls_split_into_timeouts_connection_errors_and_statuses() {
+        let of = |s: tonic::Status| Outcome::of_rpc_error(&s);
+        assert_eq!(
+            of(tonic::Status::deadline_exceeded("late")),
+            Outcome::Timeout
+        );
+        assert_eq!(
+            of(tonic::Status::unavailable("refused")),
+            Outcome::ConnectionError
+        );
+        assert_eq!(
+            of(tonic::Status::unimplemented("no such method")),
+            Outcome::RpcStatus(12)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_status_wrapping_a_transport_error_is_a_connection_error() {
+        // Nothing listens on port 1: connecting fails with a transport error.
+        let refused = tonic::transport::Endpoint::from_static("http://127.0.0.1:1")
+            .connect()
+            .await
+            .err();
+        let Some(refused) = refused else {
+            // Something listens there after all; nothing to classify.
+            return;
+        };
+        // As a call on a connection the server broke answers.
+        let mut status = tonic::Status::unknown("transport error");
+        status.set_source(std::sync::Arc::new(refused));
+        assert_eq!(Outcome::of_rpc_error(&status), Outcome::ConnectionError);
+        let plain = tonic::Status::unknown("something else");
+        assert_eq!(Outcome::of_rpc_error(&plain), Outcome::RpcStatus(2));
     }
 
     #[test]

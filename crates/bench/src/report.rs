@@ -20,8 +20,8 @@ use remoting_protocol::ResponseCode;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    config::{Config, Mode},
-    outcome::Outcome,
+    config::{Config, Mode, Protocol},
+    outcome::{grpc_code_name, Outcome},
 };
 
 /// Largest latency recorded (60 s in µs); longer ones count as this.
@@ -162,6 +162,14 @@ pub struct Failures {
     pub busy: BTreeMap<String, u64>,
     /// Other response codes, by number.
     pub other_code: BTreeMap<i32, u64>,
+    /// gRPC business status codes without a remoting counterpart, by number.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_code: BTreeMap<i32, u64>,
+    /// gRPC calls that failed with a status of their own, by gRPC status
+    /// code (deadline exceeded counts as `timeout`, unavailable and cancelled
+    /// as `connection_error`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rpc_status: BTreeMap<i32, u64>,
     /// Requests without a response within the timeout.
     pub timeout: u64,
     /// Requests whose connection failed or closed.
@@ -173,7 +181,10 @@ pub struct Failures {
 /// The result of a run, in the form printed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
-    /// Broker address.
+    /// Protocol of the sends: `remoting` or `grpc`.
+    #[serde(default = "remoting")]
+    pub protocol: String,
+    /// Broker address (the gRPC endpoint's with protocol `grpc`).
     pub broker: String,
     /// Topic.
     pub topic: String,
@@ -185,7 +196,7 @@ pub struct Report {
     pub rate_per_sec: Option<f64>,
     /// Cap on outstanding requests (open loop).
     pub max_outstanding: Option<u64>,
-    /// TCP connections.
+    /// TCP connections (remoting) or HTTP/2 channels (gRPC).
     pub connections: u32,
     /// Body size of each message.
     pub body_bytes: usize,
@@ -305,6 +316,8 @@ impl Recorder {
                 }
             }
             Outcome::OtherCode(code) => *self.failed.other_code.entry(*code).or_default() += 1,
+            Outcome::GrpcCode(code) => *self.failed.grpc_code.entry(*code).or_default() += 1,
+            Outcome::RpcStatus(code) => *self.failed.rpc_status.entry(*code).or_default() += 1,
             Outcome::Timeout => self.failed.timeout += 1,
             Outcome::ConnectionError => self.failed.connection_error += 1,
         }
@@ -348,7 +361,11 @@ impl Recorder {
             }
         };
         Report {
-            broker: config.broker.clone(),
+            protocol: config.protocol.name().to_owned(),
+            broker: match config.protocol {
+                Protocol::Remoting => config.broker.clone(),
+                Protocol::Grpc => config.grpc.clone(),
+            },
             topic: config.topic.clone(),
             mode: mode_name.to_owned(),
             in_flight,
@@ -380,6 +397,8 @@ impl Failures {
         self.flush_disk_timeout
             + self.busy.values().sum::<u64>()
             + self.other_code.values().sum::<u64>()
+            + self.grpc_code.values().sum::<u64>()
+            + self.rpc_status.values().sum::<u64>()
             + self.timeout
             + self.connection_error
             + self.client_backlog
@@ -399,6 +418,17 @@ impl Failures {
                 Some(name) => format!("code {code} ({name})"),
                 None => format!("code {code}"),
             };
+            rows.push((name, *n));
+        }
+        for (code, n) in &self.grpc_code {
+            let name = match grpc_code_name(*code) {
+                Some(name) => format!("grpc code {code} ({name})"),
+                None => format!("grpc code {code}"),
+            };
+            rows.push((name, *n));
+        }
+        for (code, n) in &self.rpc_status {
+            let name = format!("rpc status {code} ({:?})", tonic::Code::from(*code));
             rows.push((name, *n));
         }
         for (name, n) in [
@@ -433,7 +463,11 @@ impl fmt::Display for Report {
             }
             _ => self.mode.clone(),
         };
-        writeln!(f, "broker        {} topic {}", self.broker, self.topic)?;
+        writeln!(
+            f,
+            "broker        {} topic {} ({})",
+            self.broker, self.topic, self.protocol
+        )?;
         writeln!(f, "mode          {mode}")?;
         writeln!(
             f,
@@ -529,6 +563,11 @@ pub fn progress_line(
     format!("[{secs:>4}s] ok/s {ok_last_sec:>8}  failed {failed:>8}  p99 {p99} ms")
 }
 
+/// The protocol of reports written before it was recorded.
+fn remoting() -> String {
+    "remoting".to_owned()
+}
+
 fn histogram(high: u64) -> Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, high, SIGNIFICANT_DIGITS)
         .with_context(|| format!("create a histogram with bounds 1..={high}"))
@@ -616,14 +655,16 @@ mod tests {
         rec.record(&busy("TIMEOUT_CLEAN_QUEUE", Some(100)), ms);
         rec.record(&busy("OVERLOAD", None), ms);
         rec.record(&Outcome::OtherCode(12), ms);
+        rec.record(&Outcome::GrpcCode(41302), ms);
+        rec.record(&Outcome::RpcStatus(12), ms);
         rec.record(&Outcome::FlushDiskTimeout, ms);
         rec.record(&Outcome::Timeout, ms);
         rec.record(&Outcome::ConnectionError, ms);
         rec.record_backlog();
         let report = rec.report(&Config::new("b:1"), Mode::Closed { in_flight: 1 });
-        assert_eq!(report.sent, 8);
+        assert_eq!(report.sent, 10);
         assert_eq!(report.ok, 1);
-        assert_eq!(report.failed_total, 8);
+        assert_eq!(report.failed_total, 10);
         assert_eq!(report.failed.busy.get("TIMEOUT_CLEAN_QUEUE"), Some(&2));
         assert_eq!(report.failed.busy.get("OVERLOAD"), Some(&1));
         assert_eq!(report.failed.other_code.get(&12), Some(&1));
@@ -640,6 +681,8 @@ mod tests {
                 "busy OVERLOAD",
                 "busy TIMEOUT_CLEAN_QUEUE",
                 "code 12 (FLUSH_SLAVE_TIMEOUT)",
+                "grpc code 41302 (MESSAGE_BODY_EMPTY)",
+                "rpc status 12 (Unimplemented)",
                 "timeout",
                 "connection_error",
                 "client_backlog",
@@ -688,6 +731,15 @@ mod tests {
         assert_eq!(json["latency_ms"]["max"], 1.5);
         assert_eq!(json["period_in_queue_ms"]["max"], 250);
         assert_eq!(json["in_flight"], serde_json::Value::Null);
+        assert_eq!(json["protocol"], "remoting");
+        // Reports written before the gRPC kinds existed still read back.
+        let mut old = json.clone();
+        if let Some(o) = old.as_object_mut() {
+            o.remove("protocol");
+        }
+        let back: Report = serde_json::from_value(old)?;
+        assert_eq!(back.protocol, "remoting");
+        assert_eq!(back.failed, report.failed);
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! A topic the name server does not know borrows the auto-create topic's
 //! route (`TBW102`), with `min(queues, readQueueNums)` queues per broker: the
 //! brokers create the topic on its first send, as with RocketMQ's producer.
+//! [`create_topic`] creates one ahead of a run (`sluice-bench create-topic`).
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -12,13 +13,16 @@ use anyhow::{bail, Context, Result};
 use remoting_net::{client::ClientConnection, ClientOptions};
 use remoting_protocol::{
     body::{from_json, TopicRouteData},
-    header::GetRouteInfoRequestHeader,
+    header::{CreateTopicRequestHeader, GetRouteInfoRequestHeader, TopicFilterType},
     message::flags::is_writeable,
     RemotingCommand, RequestCode, ResponseCode,
 };
 
 /// The topic brokers create topics from on their first send.
 pub const AUTO_CREATE_TOPIC: &str = "TBW102";
+
+/// Read and write permission bits of a topic.
+const PERM_READ_WRITE: i32 = 6;
 
 /// One queue to send to: the broker's address and the queue id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,6 +108,45 @@ pub async fn lookup(
         bail!("the route of topic {topic} from {namesrv} has no writable queue on a master broker");
     }
     Ok(found)
+}
+
+/// Creates (or updates) `topic` on the broker at `broker` with `queues`
+/// read and write queues, readable and writable, with
+/// `UPDATE_AND_CREATE_TOPIC`.
+///
+/// # Errors
+/// The broker cannot be reached or refuses (the answer's code and remark).
+pub async fn create_topic(broker: &str, topic: &str, queues: u32, timeout: Duration) -> Result<()> {
+    let queue_nums = i32::try_from(queues).context("queue count beyond i32")?;
+    let conn = ClientConnection::connect(broker, &ClientOptions::default())
+        .await
+        .with_context(|| format!("connect to broker {broker}"))?;
+    let request = RemotingCommand::request_with_header(
+        RequestCode::UPDATE_AND_CREATE_TOPIC,
+        &CreateTopicRequestHeader {
+            topic: topic.to_owned(),
+            default_topic: AUTO_CREATE_TOPIC.to_owned(),
+            read_queue_nums: queue_nums,
+            write_queue_nums: queue_nums,
+            perm: PERM_READ_WRITE,
+            topic_filter_type: TopicFilterType::SingleTag,
+            ..CreateTopicRequestHeader::default()
+        },
+    );
+    let response = conn
+        .invoke(request, timeout)
+        .await
+        .with_context(|| format!("ask broker {broker} to create topic {topic}"));
+    conn.close();
+    let response = response?;
+    if response.response_code() != ResponseCode::SUCCESS {
+        bail!(
+            "broker {broker} answered code {} to creating topic {topic} with {queues} queues: {}",
+            response.response_code().0,
+            response.remark.unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 /// The route of `topic`, or `None` when the name server does not know it.

@@ -1,6 +1,7 @@
 //! The load loops: closed loop (a fixed number of requests in flight) and
 //! open loop (a fixed offered rate), each bounded by the warm-up plus the
-//! recorded duration, plus at most one request timeout to drain.
+//! recorded duration, plus at most one request timeout to drain. The loops
+//! are the same for both protocols: only the [`Sender`] differs.
 //!
 //! # Invariants worth naming
 //! - Every loop stops by itself: no request starts after the end, and every
@@ -11,7 +12,6 @@
 //!   falls behind (or requests skipped for backlog) cannot hide a stall.
 
 use std::{
-    collections::BTreeMap,
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc, Mutex, PoisonError,
@@ -19,26 +19,16 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context, Result};
-use bytes::Bytes;
-use remoting_net::{client::ClientConnection, ClientOptions};
-use remoting_protocol::{
-    command::next_opaque,
-    header::{SendMessageRequestHeader, SendMessageRequestHeaderV2},
-    RemotingCommand, RequestCode,
-};
+use anyhow::Result;
 use tokio::{task::JoinSet, time::Instant};
 
 use crate::{
     config::{Config, Mode},
     outcome::Outcome,
     report::{progress_line, Recorder, Report},
-    route::{self, Destination},
     schedule::Schedule,
+    sender::Sender,
 };
-
-/// Producer group the requests declare.
-pub const PRODUCER_GROUP: &str = "sluice-bench";
 
 /// Pause of a closed-loop sender after a connection error, so a dead
 /// connection is not hammered in a tight loop.
@@ -46,11 +36,6 @@ const CONNECTION_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// Extra time, beyond the request timeout, allowed for draining.
 const DRAIN_SLACK: Duration = Duration::from_secs(1);
-
-/// Ext field of `SEND_MESSAGE_V2` holding the born timestamp (RocketMQ's
-/// `bornTimestamp`), set afresh on every send so that consumers can measure
-/// end-to-end latency.
-const BORN_TIMESTAMP_V2: &str = "g";
 
 /// Runs `mode` against the broker in `config` and reports the recorded part.
 ///
@@ -133,20 +118,10 @@ pub async fn open_loop(config: &Config, rate_per_sec: f64, max_outstanding: u64)
     Ok(shared.report(config, mode))
 }
 
-/// One queue the run sends to.
-struct Target {
-    /// The request for this queue, copied for each send.
-    template: RemotingCommand,
-    /// The connections to the queue's broker.
-    connections: Vec<Arc<ClientConnection>>,
-}
-
 /// What the senders of one run share.
 struct Shared {
-    /// Every queue, in the order requests rotate over them.
-    targets: Vec<Target>,
-    /// The brokers sent to, for the report.
-    brokers: String,
+    /// Remoting connections or gRPC channels, by the run's protocol.
+    sender: Sender,
     next: AtomicU64,
     timeout: Duration,
     start: Instant,
@@ -157,30 +132,11 @@ struct Shared {
 
 impl Shared {
     async fn connect(config: &Config) -> Result<Self> {
-        config.validate()?;
-        let destinations = match &config.namesrv {
-            Some(namesrv) => {
-                route::lookup(namesrv, &config.topic, config.queues, config.timeout).await?
-            }
-            None => route::direct(&config.broker, config.queues),
-        };
-        let targets = connect_all(config, &destinations).await?;
-        let mut brokers: Vec<String> = Vec::new();
-        for d in &destinations {
-            let label = if d.broker_name == d.addr {
-                d.addr.clone()
-            } else {
-                format!("{}={}", d.broker_name, d.addr)
-            };
-            if !brokers.contains(&label) {
-                brokers.push(label);
-            }
-        }
+        let sender = Sender::connect(config).await?;
         let start = Instant::now();
         let warmup_end = start + config.warmup;
         Ok(Self {
-            targets,
-            brokers: brokers.join(","),
+            sender,
             next: AtomicU64::new(0),
             timeout: config.timeout,
             start,
@@ -197,7 +153,7 @@ impl Shared {
                 return;
             }
             let outcome = self.send_one(sent_at).await;
-            if outcome == Some(Outcome::ConnectionError) {
+            if outcome == Outcome::ConnectionError {
                 tokio::time::sleep(CONNECTION_ERROR_PAUSE).await;
             }
         }
@@ -205,23 +161,16 @@ impl Shared {
 
     /// Sends the next request and records it against `intended` if that
     /// falls after the warm-up.
-    async fn send_one(&self, intended: Instant) -> Option<Outcome> {
+    async fn send_one(&self, intended: Instant) -> Outcome {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
-        let target = pick(&self.targets, seq)?;
-        let round = seq / u64::try_from(self.targets.len()).ok()?;
-        let conn = pick(&target.connections, round)?;
-        let mut request = target.template.clone();
-        request.opaque = next_opaque();
-        request.set_ext(BORN_TIMESTAMP_V2, now_ms().to_string());
-        let result = conn.invoke(request, self.timeout).await;
+        let outcome = self.sender.send(seq, self.timeout).await;
         let done = Instant::now();
         let latency = done.saturating_duration_since(intended);
-        let outcome = Outcome::of(&result);
         if intended >= self.warmup_end {
             let t = self.second_of(done);
             self.with_recorder(|r| r.record_in(t, &outcome, latency));
         }
-        Some(outcome)
+        outcome
     }
 
     /// The second of the recorded time `at` falls in, counting from 1.
@@ -235,80 +184,9 @@ impl Shared {
 
     fn report(&self, config: &Config, mode: Mode) -> Report {
         let mut report = self.with_recorder(|r| r.report(config, mode));
-        report.broker = self.brokers.clone();
+        report.broker = self.sender.brokers();
         report
     }
-}
-
-/// Opens `config.connections` connections to each broker of `destinations`
-/// and pairs every destination with its request and its broker's connections.
-async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Vec<Target>> {
-    let options = ClientOptions::default();
-    let mut by_addr: BTreeMap<&str, Vec<Arc<ClientConnection>>> = BTreeMap::new();
-    for d in destinations {
-        if by_addr.contains_key(d.addr.as_str()) {
-            continue;
-        }
-        let mut connections = Vec::new();
-        for i in 0..config.connections {
-            let conn = ClientConnection::connect(&d.addr, &options)
-                .await
-                .with_context(|| format!("open connection {i} to broker {}", d.addr))?;
-            connections.push(conn);
-        }
-        by_addr.insert(&d.addr, connections);
-    }
-    let body = Bytes::from(vec![b'x'; config.body_bytes]);
-    destinations
-        .iter()
-        .map(|d| {
-            Ok(Target {
-                template: send_request(&config.topic, d.queue_id, body.clone(), config.queues)?,
-                connections: by_addr.get(d.addr.as_str()).cloned().unwrap_or_default(),
-            })
-        })
-        .collect()
-}
-
-/// Milliseconds since the Unix epoch, 0 if the clock is before it.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// A `SEND_MESSAGE_V2` request for `queue_id`, without a fresh opaque;
-/// `default_queues` is the queue count of the topic if the broker creates it
-/// on this send.
-///
-/// # Errors
-/// A queue id or queue count beyond `i32`.
-pub fn send_request(
-    topic: &str,
-    queue_id: u32,
-    body: Bytes,
-    default_queues: u32,
-) -> Result<RemotingCommand> {
-    let born_timestamp = now_ms();
-    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-        producer_group: PRODUCER_GROUP.into(),
-        topic: topic.into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: i32::try_from(default_queues)
-            .context("queue count beyond i32")?,
-        queue_id: i32::try_from(queue_id).context("queue id beyond i32")?,
-        sys_flag: 0,
-        born_timestamp,
-        flag: 0,
-        ..SendMessageRequestHeader::default()
-    });
-    Ok(RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header).with_body(body))
-}
-
-fn pick<T>(items: &[T], seq: u64) -> Option<&T> {
-    let len = u64::try_from(items.len()).ok()?;
-    let index = usize::try_from(seq.checked_rem(len)?).ok()?;
-    items.get(index)
 }
 
 /// Prints a progress line every second until the end, if asked to.
@@ -347,30 +225,5 @@ async fn drain(tasks: &mut JoinSet<()>, deadline: Instant) {
     if tokio::time::timeout_at(deadline, all).await.is_err() {
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_rotate_over_connections_and_queues() {
-        let items = [10, 11, 12];
-        let picked: Vec<i32> = (0..5).filter_map(|s| pick(&items, s).copied()).collect();
-        assert_eq!(picked, [10, 11, 12, 10, 11]);
-        assert_eq!(pick::<i32>(&[], 3), None);
-    }
-
-    #[test]
-    fn send_request_carries_topic_queue_and_body() -> Result<()> {
-        let cmd = send_request("T", 5, Bytes::from_static(b"abc"), 8)?;
-        assert_eq!(cmd.request_code(), RequestCode::SEND_MESSAGE_V2);
-        let header = SendMessageRequestHeader::from_command(&cmd)?;
-        assert_eq!(header.topic, "T");
-        assert_eq!(header.queue_id, 5);
-        assert_eq!(header.producer_group, PRODUCER_GROUP);
-        assert_eq!(&cmd.body[..], b"abc");
-        Ok(())
     }
 }
