@@ -372,6 +372,11 @@ impl BrokerCore {
                         continue;
                     }
                     let waited = waited.as_secs_f64();
+                    // `None` also means "answered later": a parked pull, or a
+                    // SYNC_FLUSH send that the store's flush thread answers.
+                    // The service time recorded below is then the worker's
+                    // part only, which is what holds the queue up and so what
+                    // the early-admission estimate of the queue wait needs.
                     if let Some(response) = self.serve(&task.payload) {
                         if !task.payload.request.is_oneway() {
                             task.payload.reply.send(response);

@@ -11,7 +11,9 @@
 //!   any thread.
 //! - Readers only ever see committed bytes.
 //! - An appended message is acknowledged under ASYNC_FLUSH once it is in the
-//!   page cache, under SYNC_FLUSH once a flush covers it.
+//!   page cache, under SYNC_FLUSH once a flush covers it. The append itself
+//!   never waits for the flush: it returns a [`FlushTicket`] whose completion
+//!   the flush thread runs (or the caller waits on it).
 #![deny(clippy::unwrap_used)]
 
 pub mod checkpoint;
@@ -32,4 +34,7 @@ pub use error::{PutError, StoreError};
 pub use mmap::{MappedFile, OS_PAGE_SIZE};
 pub use pool::TransientStorePool;
 pub use record::MessageToStore;
-pub use store::{ArrivalListener, GetResult, GetStatus, MessageStore, PutOutcome, PutStatus};
+pub use service::GroupCommitStats;
+pub use store::{
+    ArrivalListener, FlushTicket, GetResult, GetStatus, MessageStore, PutOutcome, PutStatus,
+};

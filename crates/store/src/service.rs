@@ -1,9 +1,11 @@
 //! Building blocks of the store's background threads: a wakeable sleep with
-//! a stop flag, and the group commit that SYNC_FLUSH appends wait on.
+//! a stop flag, and the group commit that completes SYNC_FLUSH appends once
+//! a flush covers them.
 
 use std::{
+    collections::VecDeque,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Condvar, Mutex, PoisonError,
     },
     time::{Duration, Instant},
@@ -65,70 +67,174 @@ pub(crate) enum FlushWait {
     TimedOut,
     /// Flushing failed; the store is poisoned.
     Failed(String),
+    /// The store shut down before a flush covered the offset.
+    ShutDown,
 }
 
-#[derive(Debug, Default)]
+/// What a waiter is told: durable, or why not.
+pub(crate) type FlushResult = Result<(), FlushWait>;
+
+/// Called once when a waiter's wait ends.
+pub(crate) type OnFlushed = Box<dyn FnOnce(FlushResult) + Send>;
+
+/// Most appends that may wait for a flush at once. Each holds its answer
+/// (about a kilobyte); a worker that would exceed the bound waits for room,
+/// which is how a stalled disk pushes back on the send queue.
+pub(crate) const MAX_PENDING: usize = 16_384;
+
+/// An append waiting for the flush that covers it.
+struct Waiter {
+    end: u64,
+    deadline: Instant,
+    done: OnFlushed,
+}
+
+#[derive(Default)]
 struct GroupState {
     requested: u64,
     flushed: u64,
-    waiters: usize,
+    /// Waiting appends in end-offset order.
+    pending: VecDeque<Waiter>,
     failed: Option<String>,
+    closed: bool,
+    /// The flush thread sleeps in `next_request` and needs a notify.
+    flusher_idle: bool,
+    /// Workers waiting for room under [`MAX_PENDING`].
+    blocked: usize,
+    /// The store's threads are stopping: the timer thread returns.
+    stopping: bool,
 }
 
-/// Group commit: appends wait until one flush covers their end offset, so
-/// that one fsync serves every append that arrived while it ran.
+impl std::fmt::Debug for GroupState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupState")
+            .field("requested", &self.requested)
+            .field("flushed", &self.flushed)
+            .field("pending", &self.pending.len())
+            .field("failed", &self.failed)
+            .field("closed", &self.closed)
+            .finish()
+    }
+}
+
+/// Counters of the group commit since the store opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCommitStats {
+    /// Flushes that acknowledged at least one waiting append.
+    pub flushes: u64,
+    /// Appends acknowledged as durable.
+    pub acknowledged: u64,
+    /// Appends answered `FlushDiskTimeout`: not covered within
+    /// `syncFlushTimeout`, a failed flush, or a shutdown before the flush.
+    pub not_flushed: u64,
+    /// Most appends one flush acknowledged.
+    pub largest_batch: u64,
+    /// Appends waiting now.
+    pub pending: u64,
+}
+
+#[derive(Debug, Default)]
+struct StatCounters {
+    flushes: AtomicU64,
+    acknowledged: AtomicU64,
+    not_flushed: AtomicU64,
+    largest_batch: AtomicU64,
+}
+
+/// Group commit: appends register the end offset they need durable and a
+/// completion; the flush thread flushes once for every append registered
+/// meanwhile and completes them in offset order; a timer thread completes
+/// those that a flush did not cover within their timeout.
+///
+/// Completions run on the flush or timer thread (or inline on the
+/// registering thread when nothing needs waiting), never under the lock.
 #[derive(Debug, Default)]
 pub(crate) struct GroupCommit {
     state: Mutex<GroupState>,
     requests: Condvar,
-    done: Condvar,
+    timer: Condvar,
+    room: Condvar,
+    stats: StatCounters,
 }
 
 impl GroupCommit {
-    /// Waits until everything below `offset` is durable, up to `timeout`.
-    pub(crate) fn wait_for(&self, offset: u64, timeout: Duration) -> Result<(), FlushWait> {
+    /// Registers an append that needs everything below `end` durable;
+    /// `done` runs once: when a flush covers `end`, when `timeout` passes
+    /// first, when flushing fails, or when the store shuts down. It runs at
+    /// once (on this thread) if `end` is already durable or the wait cannot
+    /// succeed any more. With [`MAX_PENDING`] appends already waiting, this
+    /// blocks until there is room or `timeout` passes.
+    pub(crate) fn register(&self, end: u64, timeout: Duration, done: OnFlushed) {
         let deadline = Instant::now() + timeout;
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if st.flushed >= offset {
-            return Ok(());
-        }
-        st.requested = st.requested.max(offset);
-        st.waiters += 1;
-        self.requests.notify_one();
-        let outcome = loop {
-            if let Some(reason) = &st.failed {
-                break Err(FlushWait::Failed(reason.clone()));
-            }
-            if st.flushed >= offset {
-                break Ok(());
-            }
+        while st.pending.len() >= MAX_PENDING && st.failed.is_none() && !st.closed {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                break Err(FlushWait::TimedOut);
+                drop(st);
+                self.stats.not_flushed.fetch_add(1, Ordering::Relaxed);
+                done(Err(FlushWait::TimedOut));
+                return;
             }
+            st.blocked += 1;
             st = self
-                .done
+                .room
                 .wait_timeout(st, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            st.blocked -= 1;
+        }
+        let immediate = if let Some(reason) = &st.failed {
+            Some(Err(FlushWait::Failed(reason.clone())))
+        } else if st.flushed >= end {
+            Some(Ok(()))
+        } else if st.closed {
+            Some(Err(FlushWait::ShutDown))
+        } else {
+            None
         };
-        st.waiters -= 1;
-        outcome
+        if let Some(result) = immediate {
+            drop(st);
+            self.count(&result, 1);
+            done(result);
+            return;
+        }
+        // Appends register in about the order they were written; walk back
+        // past the few that registered early.
+        let at = st
+            .pending
+            .iter()
+            .rposition(|w| w.end <= end)
+            .map_or(0, |i| i + 1);
+        st.pending.insert(
+            at,
+            Waiter {
+                end,
+                deadline,
+                done,
+            },
+        );
+        st.requested = st.requested.max(end);
+        if st.flusher_idle {
+            st.flusher_idle = false;
+            self.requests.notify_one();
+        }
     }
 
     /// Blocks the flush thread until some append waits for an offset beyond
     /// what is flushed, or `timeout` passes. Returns the number of waiters.
     pub(crate) fn next_request(&self, timeout: Duration, signal: &Signal) -> usize {
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if st.requested > st.flushed || signal.is_stopped() {
-            return st.waiters;
+            return st.pending.len();
         }
-        let st = self
+        st.flusher_idle = true;
+        let mut st = self
             .requests
             .wait_timeout(st, timeout)
             .unwrap_or_else(PoisonError::into_inner)
             .0;
-        st.waiters
+        st.flusher_idle = false;
+        st.pending.len()
     }
 
     /// Number of appends waiting now.
@@ -136,71 +242,339 @@ impl GroupCommit {
         self.state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .waiters
+            .pending
+            .len()
     }
 
-    /// Records a flush that reached `offset` and wakes the appends it covers.
+    /// Records a flush that reached `offset` and completes, in offset order,
+    /// the appends it covers.
     pub(crate) fn flushed(&self, offset: u64) {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.flushed = st.flushed.max(offset);
+        let covered = st.pending.iter().take_while(|w| w.end <= offset).count();
+        if covered == 0 {
+            return;
+        }
+        let ready: Vec<Waiter> = st.pending.drain(..covered).collect();
+        if st.blocked > 0 {
+            self.room.notify_all();
+        }
         drop(st);
-        self.done.notify_all();
+        self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .largest_batch
+            .fetch_max(ready.len() as u64, Ordering::Relaxed);
+        self.count(&Ok(()), ready.len());
+        for w in ready {
+            (w.done)(Ok(()));
+        }
     }
 
     /// Records a failed flush: every waiter, now and later, gets the reason.
     pub(crate) fn fail(&self, reason: String) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.failed = Some(reason.clone());
+        let failed: Vec<Waiter> = st.pending.drain(..).collect();
+        self.room.notify_all();
+        drop(st);
+        if !failed.is_empty() {
+            tracing::error!(
+                appends = failed.len(),
+                %reason,
+                "flush failed; answering the appends that waited for it FLUSH_DISK_TIMEOUT"
+            );
+        }
+        self.complete_all(failed, &Err(FlushWait::Failed(reason)));
+    }
+
+    /// Completes the appends whose wait has passed its deadline, in offset
+    /// order, until [`GroupCommit::stop`] or [`GroupCommit::close`]; sleeps until the next deadline (or `idle` with
+    /// nothing waiting). Runs on the store's timer thread, so that timeouts
+    /// fire while the flush thread is stuck in a slow flush and when no
+    /// further append arrives.
+    pub(crate) fn run_timer(&self, idle: Duration, timeout_ms: u64) {
+        // Timeouts come in runs when the disk stalls: log them at most once
+        // a second, with how many there were.
+        let mut last_log: Option<Instant> = None;
+        let mut unlogged = 0usize;
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while !st.closed && !st.stopping {
+            let now = Instant::now();
+            let expired = st.pending.iter().take_while(|w| w.deadline <= now).count();
+            if expired > 0 {
+                let late: Vec<Waiter> = st.pending.drain(..expired).collect();
+                let flushed = st.flushed;
+                if st.blocked > 0 {
+                    self.room.notify_all();
+                }
+                drop(st);
+                unlogged += late.len();
+                if last_log.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
+                    tracing::warn!(
+                        appends = unlogged,
+                        last_end_offset = late.last().map_or(0, |w| w.end),
+                        flushed_offset = flushed,
+                        timeout_ms,
+                        "flush disk timeout: no flush covered these appends within syncFlushTimeout \
+                         (logged at most once a second)"
+                    );
+                    last_log = Some(now);
+                    unlogged = 0;
+                }
+                self.complete_all(late, &Err(FlushWait::TimedOut));
+                st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            // A millisecond past the first deadline, so that the appends
+            // that registered together time out together.
+            let sleep = st.pending.front().map_or(idle, |w| {
+                w.deadline.saturating_duration_since(now) + Duration::from_millis(1)
+            });
+            st = self
+                .timer
+                .wait_timeout(st, sleep)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Closes the group commit at shutdown: waiters covered by `flushed`
+    /// (the final flush, if it succeeded) complete as durable, the others as
+    /// [`FlushWait::ShutDown`]; later registrations complete at once. Stops
+    /// the timer thread.
+    pub(crate) fn close(&self, flushed: Option<u64>) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.closed = true;
+        if let Some(offset) = flushed {
+            st.flushed = st.flushed.max(offset);
+        }
+        let limit = st.flushed;
+        let all: Vec<Waiter> = st.pending.drain(..).collect();
+        self.timer.notify_all();
+        self.room.notify_all();
+        self.requests.notify_all();
+        drop(st);
+        let (durable, lost): (Vec<Waiter>, Vec<Waiter>) =
+            all.into_iter().partition(|w| w.end <= limit);
+        if !lost.is_empty() {
+            tracing::warn!(
+                appends = lost.len(),
+                flushed_offset = limit,
+                "store shut down before a flush covered these appends; answering FLUSH_DISK_TIMEOUT"
+            );
+        }
+        self.complete_all(durable, &Ok(()));
+        self.complete_all(lost, &Err(FlushWait::ShutDown));
+    }
+
+    fn complete_all(&self, waiters: Vec<Waiter>, result: &FlushResult) {
+        self.count(result, waiters.len());
+        for w in waiters {
+            (w.done)(result.clone());
+        }
+    }
+
+    fn count(&self, result: &FlushResult, n: usize) {
+        let counter = match result {
+            Ok(()) => &self.stats.acknowledged,
+            Err(_) => &self.stats.not_flushed,
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The counters, and the number of appends waiting now.
+    pub(crate) fn stats(&self) -> GroupCommitStats {
+        GroupCommitStats {
+            flushes: self.stats.flushes.load(Ordering::Relaxed),
+            acknowledged: self.stats.acknowledged.load(Ordering::Relaxed),
+            not_flushed: self.stats.not_flushed.load(Ordering::Relaxed),
+            largest_batch: self.stats.largest_batch.load(Ordering::Relaxed),
+            pending: self.waiters() as u64,
+        }
+    }
+
+    /// Wakes the flush thread and stops the timer thread (for shutdown);
+    /// waiting appends stay until [`GroupCommit::close`].
+    pub(crate) fn stop(&self) {
         self.state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .failed = Some(reason);
-        self.done.notify_all();
-    }
-
-    /// Wakes the flush thread (for shutdown).
-    pub(crate) fn wake(&self) {
+            .stopping = true;
         self.requests.notify_all();
+        self.timer.notify_all();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::{sync::Arc, thread};
+    use std::{
+        sync::{mpsc, Arc},
+        thread,
+    };
 
-    #[test]
-    fn one_flush_releases_every_covered_waiter() {
-        let gc = Arc::new(GroupCommit::default());
-        let waiters: Vec<_> = (1..=8u64)
-            .map(|i| {
-                let gc = Arc::clone(&gc);
-                thread::spawn(move || gc.wait_for(i * 10, Duration::from_secs(10)))
-            })
-            .collect();
-        let signal = Signal::default();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while gc.waiters() < 8 && Instant::now() < deadline {
-            gc.next_request(Duration::from_millis(5), &signal);
-        }
-        gc.flushed(80);
-        for w in waiters {
-            assert_eq!(w.join().unwrap(), Ok(()));
-        }
+    type Log = mpsc::Receiver<(u64, FlushResult)>;
+
+    /// Registers a waiter for `end` whose completion reports to the channel.
+    fn register(
+        gc: &GroupCommit,
+        tx: &mpsc::Sender<(u64, FlushResult)>,
+        end: u64,
+        timeout: Duration,
+    ) {
+        let tx = tx.clone();
+        gc.register(
+            end,
+            timeout,
+            Box::new(move |r| {
+                let _ = tx.send((end, r));
+            }),
+        );
+    }
+
+    fn drain(rx: &Log) -> Vec<(u64, FlushResult)> {
+        rx.try_iter().collect()
     }
 
     #[test]
-    fn waiters_time_out_or_see_the_failure() {
+    fn a_flush_completes_the_covered_waiters_in_offset_order() {
         let gc = GroupCommit::default();
+        let (tx, rx) = mpsc::channel();
+        // Registered slightly out of order, as concurrent writers do.
+        for end in [10, 30, 20, 40, 60, 50] {
+            register(&gc, &tx, end, Duration::from_secs(60));
+        }
+        assert!(drain(&rx).is_empty(), "nothing completes before a flush");
+        assert_eq!(gc.waiters(), 6);
+        gc.flushed(35);
         assert_eq!(
-            gc.wait_for(5, Duration::from_millis(10)),
-            Err(FlushWait::TimedOut)
+            drain(&rx),
+            vec![(10, Ok(())), (20, Ok(())), (30, Ok(()))],
+            "exactly the covered ones, lowest offset first"
         );
+        gc.flushed(60);
+        assert_eq!(drain(&rx), vec![(40, Ok(())), (50, Ok(())), (60, Ok(()))]);
+        let stats = gc.stats();
+        assert_eq!(stats.flushes, 2);
+        assert_eq!(stats.acknowledged, 6);
+        assert_eq!(stats.largest_batch, 3);
+        assert_eq!(stats.pending, 0);
+    }
+
+    #[test]
+    fn an_offset_already_flushed_completes_on_the_registering_thread() {
+        let gc = GroupCommit::default();
+        gc.flushed(100);
+        let (tx, rx) = mpsc::channel();
+        register(&gc, &tx, 100, Duration::from_secs(60));
+        assert_eq!(drain(&rx), vec![(100, Ok(()))]);
+        assert_eq!(gc.waiters(), 0);
+    }
+
+    #[test]
+    fn the_timer_fires_timeouts_without_any_further_flush_or_append() {
+        let gc = Arc::new(GroupCommit::default());
+        let timer = {
+            let gc = Arc::clone(&gc);
+            thread::spawn(move || gc.run_timer(Duration::from_millis(20), 20))
+        };
+        let (tx, rx) = mpsc::channel();
+        register(&gc, &tx, 10, Duration::from_millis(20));
+        register(&gc, &tx, 20, Duration::from_millis(20));
+        let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let second = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(first, (10, Err(FlushWait::TimedOut)));
+        assert_eq!(second, (20, Err(FlushWait::TimedOut)));
+        // A flush arriving afterwards finds nobody to complete twice.
+        gc.flushed(20);
+        assert!(drain(&rx).is_empty());
+        assert_eq!(gc.stats().not_flushed, 2);
+        gc.stop();
+        timer.join().unwrap();
+    }
+
+    #[test]
+    fn a_failed_flush_fails_every_waiter_now_and_later() {
+        let gc = GroupCommit::default();
+        let (tx, rx) = mpsc::channel();
+        register(&gc, &tx, 10, Duration::from_secs(60));
+        register(&gc, &tx, 20, Duration::from_secs(60));
         gc.fail("disk gone".into());
+        let failed = Err(FlushWait::Failed("disk gone".into()));
+        assert_eq!(drain(&rx), vec![(10, failed.clone()), (20, failed.clone())]);
+        register(&gc, &tx, 30, Duration::from_secs(60));
+        assert_eq!(drain(&rx), vec![(30, failed)]);
+    }
+
+    #[test]
+    fn close_acknowledges_what_the_last_flush_covered_and_fails_the_rest() {
+        let gc = GroupCommit::default();
+        let (tx, rx) = mpsc::channel();
+        for end in [10, 20, 30] {
+            register(&gc, &tx, end, Duration::from_secs(60));
+        }
+        gc.close(Some(20));
         assert_eq!(
-            gc.wait_for(5, Duration::from_secs(1)),
-            Err(FlushWait::Failed("disk gone".into()))
+            drain(&rx),
+            vec![(10, Ok(())), (20, Ok(())), (30, Err(FlushWait::ShutDown))]
         );
-        gc.flushed(3);
-        assert_eq!(gc.wait_for(2, Duration::from_secs(1)), Ok(()));
+        register(&gc, &tx, 40, Duration::from_secs(60));
+        assert_eq!(drain(&rx), vec![(40, Err(FlushWait::ShutDown))]);
+    }
+
+    #[test]
+    fn a_full_group_commit_makes_the_next_registration_wait_for_room() {
+        let gc = Arc::new(GroupCommit::default());
+        let (tx, rx) = mpsc::channel();
+        for end in 1..=MAX_PENDING as u64 {
+            register(&gc, &tx, end, Duration::from_secs(60));
+        }
+        let extra = {
+            let (gc, tx) = (Arc::clone(&gc), tx.clone());
+            thread::spawn(move || register(&gc, &tx, u64::MAX, Duration::from_secs(60)))
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while gc.state.lock().unwrap().blocked == 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(gc.state.lock().unwrap().blocked, 1, "the extra one waits");
+        assert_eq!(gc.waiters(), MAX_PENDING);
+        gc.flushed(10);
+        extra.join().unwrap();
+        assert_eq!(gc.waiters(), MAX_PENDING - 10 + 1);
+        assert_eq!(drain(&rx).len(), 10);
+    }
+
+    #[test]
+    fn a_registration_that_finds_no_room_in_time_times_out() {
+        let gc = GroupCommit::default();
+        let (tx, rx) = mpsc::channel();
+        for end in 1..=MAX_PENDING as u64 {
+            register(&gc, &tx, end, Duration::from_secs(60));
+        }
+        register(&gc, &tx, u64::MAX, Duration::from_millis(1));
+        assert_eq!(drain(&rx), vec![(u64::MAX, Err(FlushWait::TimedOut))]);
+        assert_eq!(gc.waiters(), MAX_PENDING);
+    }
+
+    #[test]
+    fn next_request_returns_once_an_append_waits() {
+        let gc = Arc::new(GroupCommit::default());
+        let signal = Arc::new(Signal::default());
+        let flusher = {
+            let (gc, signal) = (Arc::clone(&gc), Arc::clone(&signal));
+            thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let mut seen = 0;
+                while seen == 0 && Instant::now() < deadline {
+                    seen = gc.next_request(Duration::from_millis(50), &signal);
+                }
+                seen
+            })
+        };
+        let (tx, _rx) = mpsc::channel();
+        register(&gc, &tx, 10, Duration::from_secs(60));
+        assert_eq!(flusher.join().unwrap(), 1);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
-        Arc, Mutex, PoisonError, RwLock,
+        Arc, Condvar, Mutex, PoisonError, RwLock,
     },
     thread::{self, JoinHandle},
     time::{Duration, Instant},
@@ -29,7 +29,7 @@ use crate::{
     pool::TransientStorePool,
     record::{self, MessageToStore, Record},
     recovery,
-    service::{FlushWait, GroupCommit, Signal},
+    service::{GroupCommit, GroupCommitStats, Signal},
 };
 
 /// How an accepted append ended.
@@ -48,6 +48,143 @@ pub struct PutOutcome {
     pub status: PutStatus,
     /// Where it landed.
     pub append: AppendResult,
+}
+
+/// An accepted append whose acknowledgement may still depend on a flush.
+///
+/// Under ASYNC_FLUSH, and for a message whose `WAIT` property is `false`, the
+/// append is acknowledged at once: [`FlushTicket::try_complete`] gives its
+/// outcome, and [`FlushTicket::on_durable`] runs its completion on the calling
+/// thread (no allocation, no hand-off). Under SYNC_FLUSH it is acknowledged
+/// once a group commit has flushed past its end offset:
+/// [`FlushTicket::on_durable`] hands the completion to the store's flush
+/// thread and returns at once, so the caller can serve something else while
+/// the flush runs; [`FlushTicket::wait`] blocks for the outcome instead.
+///
+/// The completion runs exactly once: with [`PutStatus::Ok`] when a flush
+/// covered the append, or [`PutStatus::FlushDiskTimeout`] when none did
+/// within `syncFlushTimeout` (fired by the store's timer thread even when no
+/// further append arrives and while a flush hangs), when flushing failed, or
+/// when the store shut down first. Completions of one flush run in offset
+/// order on the flush thread; they must be quick (hand the answer to a
+/// connection, a channel). At most 16,384 appends wait at once; a caller
+/// that would exceed that blocks in [`FlushTicket::on_durable`] until there
+/// is room (or its timeout passes), so a stalled disk slows the callers
+/// down instead of piling up answers.
+///
+/// Dropping a ticket leaves the message stored; nobody is told when it
+/// becomes durable.
+#[must_use = "the append is acknowledged through the ticket"]
+pub struct FlushTicket<'a> {
+    inner: &'a Inner,
+    append: AppendResult,
+    wait: bool,
+}
+
+impl std::fmt::Debug for FlushTicket<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushTicket")
+            .field("append", &self.append)
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+impl FlushTicket<'_> {
+    /// Where the append landed.
+    pub fn append(&self) -> &AppendResult {
+        &self.append
+    }
+
+    /// Reports whether the acknowledgement waits for a flush that has not
+    /// covered the append yet.
+    pub fn must_wait(&self) -> bool {
+        self.wait && self.inner.commit_log.files().flushed_where() < self.append.end_offset()
+    }
+
+    /// The outcome at once when no flush needs waiting for (ASYNC_FLUSH,
+    /// `WAIT=false`, or already flushed); otherwise the ticket back.
+    ///
+    /// # Errors
+    /// The ticket itself when the outcome depends on a flush still to come.
+    pub fn try_complete(self) -> Result<PutOutcome, Self> {
+        if self.must_wait() {
+            return Err(self);
+        }
+        Ok(PutOutcome {
+            status: PutStatus::Ok,
+            append: self.append,
+        })
+    }
+
+    /// Runs `on_durable` once with the outcome: at once on this thread when
+    /// no flush needs waiting for, otherwise on the store's flush or timer
+    /// thread (see the type's documentation).
+    pub fn on_durable<F>(self, on_durable: F)
+    where
+        F: FnOnce(PutOutcome) + Send + 'static,
+    {
+        let ticket = match self.try_complete() {
+            Ok(outcome) => return on_durable(outcome),
+            Err(ticket) => ticket,
+        };
+        let FlushTicket { inner, append, .. } = ticket;
+        let end = append.end_offset();
+        let timeout = Duration::from_millis(inner.config.sync_flush_timeout);
+        inner.group_commit.register(
+            end,
+            timeout,
+            Box::new(move |result| {
+                let status = match result {
+                    Ok(()) => PutStatus::Ok,
+                    Err(_) => PutStatus::FlushDiskTimeout,
+                };
+                on_durable(PutOutcome { status, append });
+            }),
+        );
+    }
+
+    /// Blocks until the outcome is known (see the type's documentation).
+    pub fn wait(self) -> PutOutcome {
+        let ticket = match self.try_complete() {
+            Ok(outcome) => return outcome,
+            Err(ticket) => ticket,
+        };
+        let fallback = ticket.append.clone();
+        // The completion always comes (timeouts are fired by the timer
+        // thread); the bound here only guards against a stuck store.
+        let bound =
+            Duration::from_millis(ticket.inner.config.sync_flush_timeout) + Duration::from_secs(5);
+        let slot = Arc::new((Mutex::new(None::<PutOutcome>), Condvar::new()));
+        let filler = Arc::clone(&slot);
+        ticket.on_durable(move |outcome| {
+            *filler.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+            filler.1.notify_one();
+        });
+        let deadline = Instant::now() + bound;
+        let mut got = slot.0.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(outcome) = got.take() {
+                return outcome;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::error!(
+                    offset = fallback.physical_offset,
+                    "no flush outcome for a SYNC_FLUSH append; answering FLUSH_DISK_TIMEOUT"
+                );
+                return PutOutcome {
+                    status: PutStatus::FlushDiskTimeout,
+                    append: fallback,
+                };
+            }
+            got = slot
+                .1
+                .wait_timeout(got, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
 }
 
 /// Outcome of a read from a queue, as RocketMQ's `GetMessageStatus`.
@@ -238,6 +375,9 @@ impl MessageStore {
                 .map_err(StoreError::io("start thread", name))
         };
         threads.push(spawn("store-flush", Inner::run_flush)?);
+        if self.inner.config.flush_disk_type == FlushDiskType::SyncFlush {
+            threads.push(spawn("store-flush-timer", Inner::run_flush_timer)?);
+        }
         if self.inner.pool.is_some() {
             threads.push(spawn("store-commit", Inner::run_commit)?);
         }
@@ -247,25 +387,51 @@ impl MessageStore {
     }
 
     /// Appends one message; under SYNC_FLUSH also waits for the flush unless
-    /// the message's `WAIT` property is `false`.
+    /// the message's `WAIT` property is `false`. The same as
+    /// [`MessageStore::append_message`] followed by [`FlushTicket::wait`].
     ///
     /// # Errors
     /// [`PutError`] when nothing was stored.
     pub fn put_message(&self, msg: &MessageToStore) -> Result<PutOutcome, PutError> {
+        Ok(self.append_message(msg)?.wait())
+    }
+
+    /// Appends messages of one topic queue as one unit, waiting as
+    /// [`MessageStore::put_message`] does.
+    ///
+    /// # Errors
+    /// [`PutError`] when nothing was stored.
+    pub fn put_messages(&self, msgs: &[MessageToStore]) -> Result<PutOutcome, PutError> {
+        Ok(self.append_messages(msgs)?.wait())
+    }
+
+    /// Appends one message without waiting for any flush; the ticket tells
+    /// when it is acknowledged (under SYNC_FLUSH, once a flush covers it,
+    /// unless the message's `WAIT` property is `false`).
+    ///
+    /// # Errors
+    /// [`PutError`] when nothing was stored.
+    pub fn append_message(&self, msg: &MessageToStore) -> Result<FlushTicket<'_>, PutError> {
         self.inner.before_put()?;
         let append = self.inner.commit_log.put(msg)?;
         Ok(self.inner.after_put(append, wait_store_ok(&msg.properties)))
     }
 
-    /// Appends messages of one topic queue as one unit.
+    /// Appends messages of one topic queue as one unit without waiting for
+    /// any flush (see [`MessageStore::append_message`]).
     ///
     /// # Errors
     /// [`PutError`] when nothing was stored.
-    pub fn put_messages(&self, msgs: &[MessageToStore]) -> Result<PutOutcome, PutError> {
+    pub fn append_messages(&self, msgs: &[MessageToStore]) -> Result<FlushTicket<'_>, PutError> {
         self.inner.before_put()?;
         let append = self.inner.commit_log.put_batch(msgs)?;
         let wait = msgs.first().is_none_or(|m| wait_store_ok(&m.properties));
         Ok(self.inner.after_put(append, wait))
+    }
+
+    /// Counters of the SYNC_FLUSH group commit (all zero under ASYNC_FLUSH).
+    pub fn group_commit_stats(&self) -> GroupCommitStats {
+        self.inner.group_commit.stats()
     }
 
     /// Reads up to `max_count` messages (and about `max_bytes`) of a queue from
@@ -480,6 +646,9 @@ impl MessageStore {
         inner.dispatch_available();
         inner.commit_log.files().commit(0);
         let flushed = inner.commit_log.files().flush(0);
+        // Answer every append still waiting: durable if the last flush
+        // covered it, FLUSH_DISK_TIMEOUT otherwise.
+        inner.group_commit.close(flushed.as_ref().ok().copied());
         let queues_flushed = inner.flush_queues(0);
         let checkpoint = inner.checkpoint.flush();
         let clean = flushed.is_ok()
@@ -502,8 +671,11 @@ impl MessageStore {
     /// Stops the threads without flushing, indexing or removing the abort
     /// file, as if the process had died: the next open recovers as after a
     /// crash. For tests and tools that exercise recovery.
+    /// Appends still waiting for a flush are answered
+    /// [`PutStatus::FlushDiskTimeout`].
     pub fn abandon(self) {
         self.stop_threads();
+        self.inner.group_commit.close(None);
     }
 
     /// Stops and joins every thread; false if they were already stopped.
@@ -521,7 +693,7 @@ impl MessageStore {
         ] {
             signal.stop();
         }
-        inner.group_commit.wake();
+        inner.group_commit.stop();
         for handle in self
             .threads
             .lock()
@@ -554,33 +726,18 @@ impl Inner {
         Ok(())
     }
 
-    fn after_put(&self, append: AppendResult, wait: bool) -> PutOutcome {
+    fn after_put(&self, append: AppendResult, wait: bool) -> FlushTicket<'_> {
         self.last_store_ts
             .fetch_max(append.store_timestamp, Ordering::AcqRel);
         if self.pool.is_some() {
             self.commit.wake();
         }
         self.reput.wake();
-        let mut status = PutStatus::Ok;
-        if self.config.flush_disk_type == FlushDiskType::SyncFlush && wait {
-            let timeout = Duration::from_millis(self.config.sync_flush_timeout);
-            match self.group_commit.wait_for(append.end_offset(), timeout) {
-                Ok(()) => {}
-                Err(FlushWait::TimedOut) => {
-                    tracing::warn!(
-                        offset = append.physical_offset,
-                        timeout_ms = self.config.sync_flush_timeout,
-                        "flush disk timeout"
-                    );
-                    status = PutStatus::FlushDiskTimeout;
-                }
-                Err(FlushWait::Failed(reason)) => {
-                    tracing::error!(offset = append.physical_offset, %reason, "flush failed after append");
-                    status = PutStatus::FlushDiskTimeout;
-                }
-            }
+        FlushTicket {
+            inner: self,
+            append,
+            wait: wait && self.config.flush_disk_type == FlushDiskType::SyncFlush,
         }
-        PutOutcome { status, append }
     }
 
     fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
@@ -737,6 +894,12 @@ impl Inner {
             FlushDiskType::AsyncFlush => self.run_async_flush(),
             FlushDiskType::SyncFlush => self.run_group_commit(),
         }
+    }
+
+    fn run_flush_timer(&self) {
+        let timeout = self.config.sync_flush_timeout;
+        self.group_commit
+            .run_timer(Duration::from_millis(timeout), timeout);
     }
 
     fn run_async_flush(&self) {

@@ -18,7 +18,7 @@ pub(crate) fn process(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
     let response = match req.request_code() {
         RequestCode::SEND_MESSAGE
         | RequestCode::SEND_MESSAGE_V2
-        | RequestCode::SEND_BATCH_MESSAGE => send_message::send(core, job),
+        | RequestCode::SEND_BATCH_MESSAGE => send_message::send(core, job)?,
         RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => {
             pull_message::pull(core, job)?
         }

@@ -1,4 +1,11 @@
 //! `SEND_MESSAGE`, `SEND_MESSAGE_V2` and `SEND_BATCH_MESSAGE`.
+//!
+//! The worker appends and builds the answer; under SYNC_FLUSH it hands the
+//! answer to the store's group commit, which sends it once a flush covers
+//! the append (or answers `FLUSH_DISK_TIMEOUT`), and goes back to the queue
+//! at once. So one worker keeps many sends in one flush, and the worker's
+//! service time (what the early-admission estimate of the queue wait is fed
+//! with) is the append alone, the part that holds the queue up.
 
 use message_model::{flags::is_writeable, properties::keys, MessageId, UniqueIdGenerator};
 use remoting_protocol::{
@@ -6,33 +13,77 @@ use remoting_protocol::{
     header::{SendMessageRequestHeader, SendMessageResponseHeader},
     RemotingCommand, ResponseCode,
 };
-use store::{MessageToStore, PutError, PutStatus};
+use store::{commit_log::AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
 
 use crate::{
+    config::BrokerConfig,
     core::{BrokerCore, Job},
     processor::bad_header,
     topics::validate_topic_name,
 };
 
-/// Appends the message(s) and answers with where they landed.
-pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
+/// Appends the message(s) and answers with where they landed: the response
+/// now, or `None` when the store's flush thread sends it once the append is
+/// durable (SYNC_FLUSH) or nobody waits for one (a oneway request).
+pub(crate) fn send(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
+    let req = &job.request;
+    let (response, ticket) = match append(core, job) {
+        Appended::Stored(response, ticket) => (response, ticket),
+        Appended::Refused(refused) => return Some(refused),
+    };
+    let ticket = match ticket.try_complete() {
+        Ok(outcome) => return Some(with_status(response, outcome.status)),
+        Err(ticket) => ticket,
+    };
+    if req.is_oneway() {
+        // Nothing to answer: the message is stored and the group commit
+        // flushes it with the next ones.
+        return None;
+    }
+    let reply = job.reply.clone();
+    ticket.on_durable(move |outcome| {
+        reply.send(with_status(response, outcome.status));
+    });
+    None
+}
+
+/// The success answer turned into what `status` says.
+fn with_status(mut response: RemotingCommand, status: PutStatus) -> RemotingCommand {
+    response.code = match status {
+        PutStatus::Ok => ResponseCode::SUCCESS,
+        PutStatus::FlushDiskTimeout => ResponseCode::FLUSH_DISK_TIMEOUT,
+    }
+    .0;
+    response
+}
+
+/// What [`append`] did.
+enum Appended<'a> {
+    /// Stored: the answer for when it is durable, and the store's ticket.
+    Stored(RemotingCommand, FlushTicket<'a>),
+    /// Refused, with the answer.
+    Refused(RemotingCommand),
+}
+
+/// Checks the request and appends.
+fn append<'a>(core: &'a BrokerCore, job: &Job) -> Appended<'a> {
     let req = &job.request;
     let header = match SendMessageRequestHeader::from_command(req) {
         Ok(h) => h,
-        Err(e) => return bad_header(req, &e),
+        Err(e) => return Appended::Refused(bad_header(req, &e)),
     };
     let cfg = core.config();
     if !is_writeable(cfg.broker.broker_permission) {
-        return req.response_to(
+        return Appended::Refused(req.response_to(
             ResponseCode::NO_PERMISSION,
             Some(format!(
                 "the broker[{}] sending message is forbidden",
                 cfg.broker.broker_ip1
             )),
-        );
+        ));
     }
     if let Err(why) = validate_topic_name(&header.topic) {
-        return req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(why));
+        return Appended::Refused(req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(why)));
     }
     let topic = match core.topics.get_or_create_for_send(
         &header.topic,
@@ -47,29 +98,29 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
             topic
         }
         Ok(None) => {
-            return req.response_to(
+            return Appended::Refused(req.response_to(
                 ResponseCode::TOPIC_NOT_EXIST,
                 Some(format!(
                     "topic[{}] not exist, apply first please!",
                     header.topic
                 )),
-            )
+            ))
         }
         Err(e) => {
-            return req.response_to(
+            return Appended::Refused(req.response_to(
                 ResponseCode::SYSTEM_ERROR,
                 Some(format!("cannot save topic config: {e}")),
-            )
+            ))
         }
     };
     if !is_writeable(topic.perm) {
-        return req.response_to(
+        return Appended::Refused(req.response_to(
             ResponseCode::NO_PERMISSION,
             Some(format!(
                 "the topic[{}] sending message is forbidden",
                 header.topic
             )),
-        );
+        ));
     }
     let queue_id = if header.queue_id < 0 {
         (rand_index() % topic.write_queue_nums.max(1) as u64) as i32
@@ -77,13 +128,13 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
         header.queue_id
     };
     if queue_id >= topic.write_queue_nums.max(topic.read_queue_nums) {
-        return req.response_to(
+        return Appended::Refused(req.response_to(
             ResponseCode::SYSTEM_ERROR,
             Some(format!(
                 "request queueId[{queue_id}] is illegal, topic {} writeQueueNums {} readQueueNums {}",
                 header.topic, topic.write_queue_nums, topic.read_queue_nums
             )),
-        );
+        ));
     }
     let base = |body: bytes::Bytes, flag: i32, properties: String| MessageToStore {
         topic: header.topic.clone(),
@@ -99,13 +150,19 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
         properties,
     };
     let started = std::time::Instant::now();
-    let (outcome, uniq) = if header.is_batch() {
+    let (appended, uniq) = if header.is_batch() {
         let entries = match body::decode_batch(&req.body) {
             Ok(e) if !e.is_empty() => e,
             Ok(_) => {
-                return req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some("empty batch".into()))
+                return Appended::Refused(
+                    req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some("empty batch".into())),
+                )
             }
-            Err(e) => return req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(e.to_string())),
+            Err(e) => {
+                return Appended::Refused(
+                    req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(e.to_string())),
+                )
+            }
         };
         let mut uniq = Vec::with_capacity(entries.len());
         let msgs: Vec<MessageToStore> = entries
@@ -117,7 +174,7 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
                 base(e.body, e.flag, props)
             })
             .collect();
-        (core.store.put_messages(&msgs), uniq.join(","))
+        (core.store.append_messages(&msgs), uniq.join(","))
     } else {
         let (props, key) = complete_properties(
             header.properties.as_deref().unwrap_or(""),
@@ -126,51 +183,58 @@ pub(crate) fn send(core: &BrokerCore, job: &Job) -> RemotingCommand {
         );
         (
             core.store
-                .put_message(&base(req.body.clone(), header.flag, props)),
+                .append_message(&base(req.body.clone(), header.flag, props)),
             key,
         )
     };
     core.metrics
         .append_time
         .record(started.elapsed().as_secs_f64());
-    match outcome {
-        Ok(done) => {
+    match appended {
+        Ok(ticket) => {
+            let done = ticket.append();
             core.metrics
                 .messages_stored
-                .increment(done.append.msg_count as u64);
-            core.metrics
-                .bytes_stored
-                .increment(done.append.wrote_bytes as u64);
-            let code = match done.status {
-                PutStatus::Ok => ResponseCode::SUCCESS,
-                PutStatus::FlushDiskTimeout => ResponseCode::FLUSH_DISK_TIMEOUT,
-            };
-            let msg_id = done
-                .append
-                .physical_offsets
-                .iter()
-                .map(|&o| MessageId::new(core.store_host, o as i64).encode())
-                .collect::<Vec<_>>()
-                .join(",");
-            req.response_to(code, None)
-                .with_header(&SendMessageResponseHeader {
-                    msg_id,
-                    queue_id,
-                    queue_offset: done.append.queue_offset,
-                    transaction_id: Some(uniq),
-                    msg_region: Some(cfg.broker.region_id.clone()),
-                    trace_on: Some(cfg.broker.trace_on.to_string()),
-                    ..SendMessageResponseHeader::default()
-                })
+                .increment(done.msg_count as u64);
+            core.metrics.bytes_stored.increment(done.wrote_bytes as u64);
+            let response = stored_response(req, done, queue_id, uniq, &cfg, core);
+            Appended::Stored(response, ticket)
         }
         Err(e) => {
             if matches!(e, PutError::OsPageCacheBusy { .. }) {
                 core.counters
                     .record_rejected(&flow_control::Reason::PcSynchronized);
             }
-            put_error_response(req, &e, cfg.store.max_message_size)
+            Appended::Refused(put_error_response(req, &e, cfg.store.max_message_size))
         }
     }
+}
+
+/// The `SUCCESS` answer for stored messages: ids, queue and offset.
+fn stored_response(
+    req: &RemotingCommand,
+    done: &AppendResult,
+    queue_id: i32,
+    uniq: String,
+    cfg: &BrokerConfig,
+    core: &BrokerCore,
+) -> RemotingCommand {
+    let msg_id = done
+        .physical_offsets
+        .iter()
+        .map(|&o| MessageId::new(core.store_host, o as i64).encode())
+        .collect::<Vec<_>>()
+        .join(",");
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_header(&SendMessageResponseHeader {
+            msg_id,
+            queue_id,
+            queue_offset: done.queue_offset,
+            transaction_id: Some(uniq),
+            msg_region: Some(cfg.broker.region_id.clone()),
+            trace_on: Some(cfg.broker.trace_on.to_string()),
+            ..SendMessageResponseHeader::default()
+        })
 }
 
 /// Adds the broker's cluster name and, when the producer set none, a unique
