@@ -305,23 +305,16 @@ impl Broker {
         &self.core
     }
 
-    /// Stops in order: accept no more requests, answer queued ones busy,
-    /// stop the workers, unregister, persist offsets, close the store.
+    /// Stops in order: answer queued and new requests busy (`[SHUTDOWN]`),
+    /// let the workers finish, persist offsets and the POP state, close the
+    /// store (its last flush answers the SYNC_FLUSH sends still waiting),
+    /// then stop the servers and unregister.
     pub async fn shutdown(self) {
         tracing::info!("broker shutting down");
         self.core.close_queues();
-        self.shutdown.cancel();
-        if let Some(mut task) = self.grpc_task {
-            // Streams end on the cancellation; a client that keeps a call
-            // open longer does not hold up the shutdown.
-            if tokio::time::timeout(Duration::from_secs(5), &mut task)
-                .await
-                .is_err()
-            {
-                tracing::warn!("gRPC connections still open after 5 s; closing them");
-                task.abort();
-            }
-        }
+        // Workers finish what they hold; then the store's last flush answers
+        // the SYNC_FLUSH sends still waiting for it, while their connections
+        // are still open. Only then do the servers stop.
         let core = Arc::clone(&self.core);
         self.housekeeping_stop.store(true, Ordering::Release);
         let threads = self.threads;
@@ -338,6 +331,18 @@ impl Broker {
             core.store.shutdown();
         });
         let _ = joined.await;
+        self.shutdown.cancel();
+        if let Some(mut task) = self.grpc_task {
+            // Streams end on the cancellation; a client that keeps a call
+            // open longer does not hold up the shutdown.
+            if tokio::time::timeout(Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("gRPC connections still open after 5 s; closing them");
+                task.abort();
+            }
+        }
         self.namesrv_shutdown.cancel();
         for task in self.tasks {
             let _ = task.await;

@@ -34,6 +34,12 @@ impl TestBroker {
         }
     }
 
+    /// The broker, the client, the broker's address and the directory that
+    /// must outlive the broker.
+    pub fn into_parts(self) -> (Broker, RemotingClient, String, tempfile::TempDir) {
+        (self.broker, self.client, self.addr, self._dir)
+    }
+
     pub async fn invoke(&self, request: RemotingCommand) -> RemotingCommand {
         self.client
             .invoke(&self.addr, request, Duration::from_secs(10))
