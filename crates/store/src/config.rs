@@ -90,8 +90,9 @@ pub struct StoreConfig {
     /// Verify body CRCs during recovery. Default true.
     #[serde(rename = "checkCRCOnRecover")]
     pub check_crc_on_recover: bool,
-    /// Pre-touch each new CommitLog file's pages in the background so that
-    /// appends do not page-fault. Default false.
+    /// Fault each new CommitLog file's pages in when it is made (in the
+    /// background for all but the first), so that appends do not pay for
+    /// page allocation and zeroing. Default false.
     pub warm_maped_file_enable: bool,
     /// Fault injection: sleep this long (ms) inside the put lock on every
     /// append. For tests and demonstrations only. Default 0 (off).

@@ -326,10 +326,12 @@ impl MappedFile {
         Ok(self.flushed())
     }
 
-    /// Asks the kernel to fault in every page writable now, so that later
-    /// appends do not page-fault.
+    /// Asks the kernel to fault every page in now (read faults: the page
+    /// cache pages are allocated and zeroed here, but stay clean, so no
+    /// zeros are written back to disk), so that later appends do not pay
+    /// for the allocation and zeroing.
     pub fn warm(&self) {
-        if let Err(e) = self.map.advise(Advice::PopulateWrite) {
+        if let Err(e) = self.map.advise(Advice::PopulateRead) {
             tracing::debug!(path = %self.path.display(), cause = %e, "pre-touch not supported");
         }
     }
