@@ -151,9 +151,9 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         Bound::Fault(fault_ms)
     };
     match experiment.as_str() {
-        "overload" => overload(root, &options),
-        "closed" => closed(root, &options),
-        "protocols" => protocols(root, &options),
+        "overload" => run_experiment(root, &options, "overload", overload_in),
+        "closed" => run_experiment(root, &options, "closed", closed_in),
+        "protocols" => run_experiment(root, &options, "protocols", protocols_in),
         other => bail!("bench: unknown experiment {other:?}\n\n{USAGE}"),
     }
 }
@@ -404,14 +404,19 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> Result<std::process::Output
     })
 }
 
-/// The overload experiment.
-fn overload(root: &Path, options: &Options) -> Result<()> {
+/// Runs one experiment in its own work directory, always cleaning up, and
+/// says how long it took.
+fn run_experiment(
+    root: &Path,
+    options: &Options,
+    name: &str,
+    body: fn(&Setup, &Options) -> Result<()>,
+) -> Result<()> {
     let started = Instant::now();
-    let setup = Setup::new(root, options, "overload")?;
-    let outcome = overload_in(&setup, options);
-    let outcome = setup.finish(outcome);
+    let setup = Setup::new(root, options, name)?;
+    let outcome = setup.finish(body(&setup, options));
     eprintln!(
-        "bench: overload took {:.1} s",
+        "bench: {name} took {:.1} s",
         started.elapsed().as_secs_f64()
     );
     outcome
@@ -514,19 +519,6 @@ fn overload_in(setup: &Setup, options: &Options) -> Result<()> {
     run(report)
 }
 
-/// The closed-loop experiment.
-fn closed(root: &Path, options: &Options) -> Result<()> {
-    let started = Instant::now();
-    let setup = Setup::new(root, options, "closed")?;
-    let outcome = closed_in(&setup, options);
-    let outcome = setup.finish(outcome);
-    eprintln!(
-        "bench: closed took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    outcome
-}
-
 fn closed_in(setup: &Setup, options: &Options) -> Result<()> {
     let secs = if options.quick { 2 } else { 10 };
     let mut rows = Vec::new();
@@ -616,19 +608,6 @@ fn closed_table(rows: &[(&str, u32, u32, Value)]) -> String {
         ));
     }
     out
-}
-
-/// The protocol comparison.
-fn protocols(root: &Path, options: &Options) -> Result<()> {
-    let started = Instant::now();
-    let setup = Setup::new(root, options, "protocols")?;
-    let outcome = protocols_in(&setup, options);
-    let outcome = setup.finish(outcome);
-    eprintln!(
-        "bench: protocols took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    outcome
 }
 
 /// The topic of the protocol comparison and its queue count.
