@@ -38,14 +38,14 @@ fn assert_counts_add_up(report: &Report) {
 /// Messages the broker holds in the topic's queues, once the counts settle.
 async fn stored(broker: &Broker, topic: &str, expected: i64) -> Result<i64> {
     let queues = broker
-        .core()
+        .state()
         .topics
         .get(topic)
         .context("the route query created the topic")?
         .write_queue_nums;
     let count = || {
         (0..queues)
-            .map(|q| broker.core().store.max_offset_in_queue(topic, q))
+            .map(|q| broker.state().store.max_offset_in_queue(topic, q))
             .sum::<i64>()
     };
     for _ in 0..100 {

@@ -7,11 +7,16 @@
 //! a free one) and [`Broker::shutdown`] takes it down in order: stop
 //! accepting, answer what is queued, stop the workers, unregister, persist,
 //! close the store cleanly.
+//!
+//! A request travels through [`request`] types: [`executor::admit`] looks
+//! its code up in the request table ([`processor::TABLE`]) and queues it for
+//! its family's workers (or answers it at once), a worker runs its
+//! processor against the shared [`state::BrokerState`].
 #![deny(clippy::unwrap_used)]
 
 pub mod clients;
 pub mod config;
-pub mod core;
+pub mod executor;
 pub mod grpc;
 pub mod long_polling;
 pub mod metrics;
@@ -20,6 +25,8 @@ mod persist;
 pub mod pop;
 pub mod processor;
 pub mod registration;
+pub mod request;
+pub mod state;
 pub mod testing;
 pub mod topics;
 
@@ -38,7 +45,7 @@ use remoting_net::{serve, CancellationToken, ClientOptions, RemotingClient, Serv
 use thiserror::Error;
 use tokio::net::TcpListener;
 
-pub use crate::{config::BrokerConfig, core::BrokerCore};
+pub use crate::{config::BrokerConfig, state::BrokerState};
 
 /// Why the broker could not start.
 #[derive(Debug, Error)]
@@ -80,7 +87,7 @@ fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerErr
 /// A running broker.
 #[derive(Debug)]
 pub struct Broker {
-    core: Arc<BrokerCore>,
+    state: Arc<BrokerState>,
     remoting_addr: SocketAddr,
     grpc_addr: Option<SocketAddr>,
     grpc_task: Option<tokio::task::JoinHandle<()>>,
@@ -209,7 +216,7 @@ impl Broker {
         let pop = pop::PopService::load(&config_dir, pop::PopLimits::default())
             .map_err(io_error("load POP state"))?;
 
-        let core = Arc::new(BrokerCore::new(
+        let state = Arc::new(BrokerState::new(
             config.clone(),
             store,
             topics,
@@ -217,24 +224,22 @@ impl Broker {
             pop,
             store_host,
         ));
-        let weak = Arc::downgrade(&core);
-        core.store.set_arrival_listener(Arc::new(
+        let weak = Arc::downgrade(&state);
+        state.store.set_arrival_listener(Arc::new(
             move |topic: &str, queue_id: i32, max_offset: i64| {
-                if let Some(core) = weak.upgrade() {
-                    for job in core.pull_hold.arrived(topic, queue_id, max_offset) {
-                        core.resume(job);
+                if let Some(state) = weak.upgrade() {
+                    for job in state.pull_hold.arrived(topic, queue_id, max_offset) {
+                        state.resume(job);
                     }
-                    core.pop.arrived(topic);
+                    state.pop.arrived(topic);
                 }
             },
         ));
-        let threads = core
-            .start_threads()
-            .map_err(io_error("start worker threads"))?;
+        let threads = executor::start(&state).map_err(io_error("start worker threads"))?;
         let housekeeping_stop = Arc::new(AtomicBool::new(false));
         let mut threads = threads;
         threads.push(spawn_housekeeping(
-            Arc::clone(&core),
+            Arc::clone(&state),
             Arc::clone(&housekeeping_stop),
         )?);
 
@@ -247,17 +252,17 @@ impl Broker {
         };
         tasks.push(tokio::spawn(serve(
             listener,
-            Arc::clone(&core),
+            Arc::new(executor::RemotingHandler(Arc::clone(&state))),
             options,
             shutdown.clone(),
         )));
         let grpc_task = grpc_listener
-            .map(|l| tokio::spawn(grpc::serve(l, Arc::clone(&core), shutdown.clone())));
+            .map(|l| tokio::spawn(grpc::serve(l, Arc::clone(&state), shutdown.clone())));
         let client = Arc::new(RemotingClient::new(ClientOptions::default()));
         let broker_addr = store_host.to_string();
-        registration::register_all(&core, &client, &broker_addr).await;
+        registration::register_all(&state, &client, &broker_addr).await;
         tasks.push(tokio::spawn(registration::run(
-            Arc::clone(&core),
+            Arc::clone(&state),
             client,
             broker_addr,
             shutdown.clone(),
@@ -272,7 +277,7 @@ impl Broker {
             "broker started"
         );
         Ok(Self {
-            core,
+            state,
             remoting_addr,
             grpc_addr,
             grpc_task,
@@ -301,8 +306,8 @@ impl Broker {
     }
 
     /// The broker's shared state (for tests and tools).
-    pub fn core(&self) -> &Arc<BrokerCore> {
-        &self.core
+    pub fn state(&self) -> &Arc<BrokerState> {
+        &self.state
     }
 
     /// Stops in order: answer queued and new requests busy (`[SHUTDOWN]`),
@@ -311,24 +316,24 @@ impl Broker {
     /// then stop the servers and unregister.
     pub async fn shutdown(self) {
         tracing::info!("broker shutting down");
-        self.core.close_queues();
+        executor::close_queues(&self.state);
         // Workers finish what they hold; then the store's last flush answers
         // the SYNC_FLUSH sends still waiting for it, while their connections
         // are still open. Only then do the servers stop.
-        let core = Arc::clone(&self.core);
+        let state = Arc::clone(&self.state);
         self.housekeeping_stop.store(true, Ordering::Release);
         let threads = self.threads;
         let joined = tokio::task::spawn_blocking(move || {
             for t in threads {
                 let _ = t.join();
             }
-            if let Err(e) = core.offsets.persist() {
+            if let Err(e) = state.offsets.persist() {
                 tracing::error!(cause = %e, "cannot persist consumer offsets");
             }
-            if let Err(e) = core.pop.persist() {
+            if let Err(e) = state.pop.persist() {
                 tracing::error!(cause = %e, "cannot persist the POP state");
             }
-            core.store.shutdown();
+            state.store.shutdown();
         });
         let _ = joined.await;
         self.shutdown.cancel();
@@ -354,7 +359,7 @@ impl Broker {
 /// Offsets and the POP state to disk every `flushConsumerOffsetInterval`; silent clients
 /// forgotten after two minutes; metric gauges refreshed every second.
 fn spawn_housekeeping(
-    core: Arc<BrokerCore>,
+    state: Arc<BrokerState>,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>, BrokerError> {
     std::thread::Builder::new()
@@ -366,19 +371,19 @@ fn spawn_housekeeping(
                 std::thread::sleep(Duration::from_millis(100));
                 if last_refresh.elapsed() >= Duration::from_secs(1) {
                     last_refresh = Instant::now();
-                    core.metrics.refresh(&core);
+                    state.refresh_metrics();
                 }
                 let interval =
-                    Duration::from_millis(core.config().broker.flush_consumer_offset_interval);
+                    Duration::from_millis(state.config().broker.flush_consumer_offset_interval);
                 if last_flush.elapsed() >= interval {
                     last_flush = Instant::now();
-                    if let Err(e) = core.offsets.persist() {
+                    if let Err(e) = state.offsets.persist() {
                         tracing::error!(cause = %e, "cannot persist consumer offsets");
                     }
-                    if let Err(e) = core.pop.persist() {
+                    if let Err(e) = state.pop.persist() {
                         tracing::error!(cause = %e, "cannot persist the POP state");
                     }
-                    for id in core
+                    for id in state
                         .clients
                         .expire(Instant::now(), Duration::from_secs(120))
                     {

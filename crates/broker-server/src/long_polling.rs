@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::core::Job;
+use crate::request::Job;
 
 /// A parked pull.
 #[derive(Debug)]

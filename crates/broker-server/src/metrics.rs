@@ -6,13 +6,14 @@
 //! path takes no lock. Gauges of queue lengths and store state are refreshed
 //! every second by the housekeeping thread.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, sync::Arc};
 
-use flow_control::Reason;
+use flow_control::{Reason, RequestQueue};
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use store::MessageStore;
 
-use crate::core::Family;
+use crate::request::{Family, Job, PerFamily};
 
 /// Histogram buckets in seconds, from 10 µs to 10 s.
 const BUCKETS: &[f64] = &[
@@ -57,13 +58,16 @@ pub fn install_exporter(addr: SocketAddr) -> bool {
 /// The broker's metric handles.
 #[derive(Debug)]
 pub struct BrokerMetrics {
-    accepted: Vec<Counter>,
-    completed: Vec<Counter>,
-    rejected: Vec<Vec<Counter>>,
-    queue_wait: Vec<Histogram>,
-    queue_len: Vec<Gauge>,
-    queue_capacity: Vec<Gauge>,
-    /// Time the store took to append a send's messages (flush wait included).
+    accepted: PerFamily<Counter>,
+    completed: PerFamily<Counter>,
+    /// Per family, one counter per [`Reason::LABELS`] entry.
+    rejected: PerFamily<Vec<Counter>>,
+    queue_wait: PerFamily<Histogram>,
+    queue_len: PerFamily<Gauge>,
+    queue_capacity: PerFamily<Gauge>,
+    /// Time a send worker spent in the store's append: encoding and copying
+    /// under the put lock, and waiting for the lock. A SYNC_FLUSH send's
+    /// wait for its flush is not included: the group commit answers it.
     pub append_time: Histogram,
     /// Messages stored.
     pub messages_stored: Counter,
@@ -77,30 +81,26 @@ pub struct BrokerMetrics {
 impl BrokerMetrics {
     /// Registers every handle with the installed recorder (no-op handles when none is).
     pub fn new() -> Self {
-        let per_family = |f: &dyn Fn(&'static str) -> Counter| {
-            Family::ALL.iter().map(|fam| f(fam.name())).collect()
-        };
         Self {
-            accepted: per_family(&|q| counter!("sluice_requests_total", "family" => q, "outcome" => "accepted")),
-            completed: per_family(&|q| counter!("sluice_requests_total", "family" => q, "outcome" => "completed")),
-            rejected: Family::ALL
-                .iter()
-                .map(|fam| {
-                    Reason::LABELS
-                        .iter()
-                        .map(|r| counter!("sluice_rejections_total", "family" => fam.name(), "reason" => *r))
-                        .collect()
-                })
-                .collect(),
-            queue_wait: Family::ALL
-                .iter()
-                .map(|f| histogram!("sluice_queue_wait_seconds", "queue" => f.name()))
-                .collect(),
-            queue_len: Family::ALL.iter().map(|f| gauge!("sluice_queue_length", "queue" => f.name())).collect(),
-            queue_capacity: Family::ALL
-                .iter()
-                .map(|f| gauge!("sluice_queue_capacity", "queue" => f.name()))
-                .collect(),
+            accepted: PerFamily::new(
+                |f| counter!("sluice_requests_total", "family" => f.name(), "outcome" => "accepted"),
+            ),
+            completed: PerFamily::new(
+                |f| counter!("sluice_requests_total", "family" => f.name(), "outcome" => "completed"),
+            ),
+            rejected: PerFamily::new(|f| {
+                Reason::LABELS
+                    .iter()
+                    .map(|r| counter!("sluice_rejections_total", "family" => f.name(), "reason" => *r))
+                    .collect()
+            }),
+            queue_wait: PerFamily::new(
+                |f| histogram!("sluice_queue_wait_seconds", "queue" => f.name()),
+            ),
+            queue_len: PerFamily::new(|f| gauge!("sluice_queue_length", "queue" => f.name())),
+            queue_capacity: PerFamily::new(
+                |f| gauge!("sluice_queue_capacity", "queue" => f.name()),
+            ),
             append_time: histogram!("sluice_store_append_seconds"),
             messages_stored: counter!("sluice_store_messages_total"),
             bytes_stored: counter!("sluice_store_bytes_total"),
@@ -112,37 +112,35 @@ impl BrokerMetrics {
 
     /// Counts an admitted request.
     pub fn accepted(&self, family: Family) {
-        self.accepted[index(family)].increment(1);
+        self.accepted[family].increment(1);
     }
 
     /// Counts a served request and how long it waited in its queue.
     pub fn completed(&self, family: Family, waited_seconds: f64) {
-        self.completed[index(family)].increment(1);
-        self.queue_wait[index(family)].record(waited_seconds);
+        self.completed[family].increment(1);
+        self.queue_wait[family].record(waited_seconds);
     }
 
     /// Counts a refused request.
     pub fn rejected(&self, family: Family, reason: &Reason) {
         if let Some(pos) = Reason::LABELS.iter().position(|l| *l == reason.label()) {
-            self.rejected[index(family)][pos].increment(1);
+            self.rejected[family][pos].increment(1);
         }
     }
 
-    /// Refreshes the gauges.
-    pub fn refresh(&self, core: &crate::core::BrokerCore) {
-        for family in Family::ALL {
-            let q = core.queue(family);
-            self.queue_len[index(family)].set(q.len() as f64);
-            self.queue_capacity[index(family)].set(q.capacity() as f64);
+    /// Refreshes the gauges of the queues and the store.
+    pub fn refresh(&self, queues: &PerFamily<Arc<RequestQueue<Job>>>, store: &MessageStore) {
+        for (family, q) in queues.iter() {
+            self.queue_len[family].set(q.len() as f64);
+            self.queue_capacity[family].set(q.capacity() as f64);
         }
-        self.lock_held
-            .set(core.store.lock_time_mills() as f64 / 1000.0);
+        self.lock_held.set(store.lock_time_mills() as f64 / 1000.0);
         self.dispatch_behind
-            .set(core.store.dispatch_behind_bytes() as f64);
+            .set(store.dispatch_behind_bytes() as f64);
         self.unflushed.set(
-            core.store
+            store
                 .max_physical_offset()
-                .saturating_sub(core.store.flushed_physical_offset()) as f64,
+                .saturating_sub(store.flushed_physical_offset()) as f64,
         );
     }
 }
@@ -161,8 +159,4 @@ pub fn grpc_call(rpc: &'static str, code: i32, seconds: f64) {
     let name = grpc_protocol::v2::Code::try_from(code).map_or("UNKNOWN", |c| c.as_str_name());
     counter!("sluice_grpc_requests_total", "rpc" => rpc, "code" => name).increment(1);
     histogram!("sluice_grpc_request_seconds", "rpc" => rpc).record(seconds);
-}
-
-fn index(family: Family) -> usize {
-    Family::ALL.iter().position(|f| *f == family).unwrap_or(0)
 }

@@ -11,35 +11,35 @@ use remoting_protocol::{
     RemotingCommand, RequestCode, ResponseCode,
 };
 
-use crate::core::BrokerCore;
+use crate::state::BrokerState;
 
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(24);
 
 /// Registers until `shutdown` fires, then unregisters.
 pub async fn run(
-    core: Arc<BrokerCore>,
+    state: Arc<BrokerState>,
     client: Arc<RemotingClient>,
     broker_addr: String,
     shutdown: CancellationToken,
 ) {
-    let cfg = core.config();
+    let cfg = state.config();
     let period = Duration::from_millis(cfg.broker.register_name_server_period);
     loop {
-        register_all(&core, &client, &broker_addr).await;
+        register_all(&state, &client, &broker_addr).await;
         tokio::select! {
             () = shutdown.cancelled() => break,
-            () = core.topics_changed.notified() => {}
+            () = state.topics_changed.notified() => {}
             () = tokio::time::sleep(period) => {}
         }
     }
-    unregister_all(&core, &client, &broker_addr).await;
+    unregister_all(&state, &client, &broker_addr).await;
 }
 
 /// Registers with every name server once.
-pub async fn register_all(core: &BrokerCore, client: &RemotingClient, broker_addr: &str) {
-    let cfg = core.config();
+pub async fn register_all(state: &BrokerState, client: &RemotingClient, broker_addr: &str) {
+    let cfg = state.config();
     let body = body::to_json(&RegisterBrokerBody {
-        topic_config_serialize_wrapper: core.topics.wrapper(),
+        topic_config_serialize_wrapper: state.topics.wrapper(),
         filter_server_list: Vec::new(),
     });
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32;
@@ -58,7 +58,7 @@ pub async fn register_all(core: &BrokerCore, client: &RemotingClient, broker_add
             .with_body(body.clone());
         match client.invoke(&addr, request, REGISTER_TIMEOUT).await {
             Ok(r) if r.response_code() == ResponseCode::SUCCESS => {
-                tracing::debug!(namesrv = %addr, topics = core.topics.len(), "registered with name server");
+                tracing::debug!(namesrv = %addr, topics = state.topics.len(), "registered with name server");
             }
             Ok(r) => {
                 tracing::warn!(namesrv = %addr, code = %r.response_code(), remark = ?r.remark, "name server refused registration")
@@ -70,8 +70,8 @@ pub async fn register_all(core: &BrokerCore, client: &RemotingClient, broker_add
     }
 }
 
-async fn unregister_all(core: &BrokerCore, client: &RemotingClient, broker_addr: &str) {
-    let cfg = core.config();
+async fn unregister_all(state: &BrokerState, client: &RemotingClient, broker_addr: &str) {
+    let cfg = state.config();
     let header = UnregisterBrokerRequestHeader {
         broker_name: cfg.broker.broker_name.clone(),
         broker_addr: broker_addr.to_owned(),

@@ -238,6 +238,31 @@ async fn admin_requests_create_topics_and_report_runtime_info() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codes_without_a_processor_are_refused_on_arrival_without_being_queued() {
+    // One send slot, so that a send-back queued as a send (as it once was)
+    // would take it.
+    let b = TestBroker::start(&[("sendThreadPoolQueueCapacity", "1")]).await;
+    let counters = &b.broker.state().counters;
+    for code in [
+        RequestCode::CONSUMER_SEND_MSG_BACK,
+        RequestCode::CHECK_CLIENT_CONFIG,
+        RequestCode(4243),
+    ] {
+        let before = counters.snapshot();
+        let answer = b.invoke(RemotingCommand::request(code)).await;
+        assert_eq!(
+            answer.response_code(),
+            ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
+            "{code:?}"
+        );
+        let after = counters.snapshot();
+        assert_eq!(after.accepted, before.accepted, "{code:?} was queued");
+        assert_eq!(after.completed, before.completed, "{code:?} was served");
+    }
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_config_changes_at_run_time_and_refuses_restart_keys() {
     let b = TestBroker::start(&[]).await;
     let update = |text: &str| {
@@ -257,8 +282,8 @@ async fn broker_config_changes_at_run_time_and_refuses_restart_keys() {
     assert_eq!(text["waitTimeMillsInSendQueue"], "1000");
     assert_eq!(
         b.broker
-            .core()
-            .queue(broker_server::core::Family::Send)
+            .state()
+            .queue(broker_server::request::Family::Send)
             .capacity(),
         77
     );

@@ -97,7 +97,7 @@ async fn full_send_queue_answers_overload_with_a_retry_hint() {
         outcomes.iter().any(|o| o.0 == ResponseCode::SUCCESS),
         "{outcomes:?}"
     );
-    assert!(b.broker.core().counters.rejected("overload") >= overload.len() as u64);
+    assert!(b.broker.state().counters.rejected("overload") >= overload.len() as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,7 +155,7 @@ async fn page_cache_busy_rejects_new_sends_and_drains_queued_ones() {
         tokio::spawn(async move { burst(&b, "Busy", 4).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(b.broker.core().store.is_os_page_cache_busy());
+    assert!(b.broker.state().store.is_os_page_cache_busy());
     let late = b.invoke(send_request("Busy", 0, b"late", "")).await;
     assert_eq!(late.response_code(), ResponseCode::SYSTEM_BUSY);
     assert_eq!(
@@ -242,7 +242,7 @@ async fn oneway_requests_get_no_busy_answer() {
         "the only answer is to the normal request"
     );
     assert!(
-        b.broker.core().counters.rejected("overload") >= 1,
+        b.broker.state().counters.rejected("overload") >= 1,
         "some oneway sends were refused"
     );
 }
@@ -262,7 +262,7 @@ async fn exhausted_transient_store_pool_rejects_sends_at_admission() {
         "{:?}",
         first.remark
     );
-    assert!(b.broker.core().store.is_transient_store_pool_deficient());
+    assert!(b.broker.state().store.is_transient_store_pool_deficient());
     let refused = b.invoke(send_request("Pool", 0, b"second", "")).await;
     assert_eq!(refused.response_code(), ResponseCode::SYSTEM_BUSY);
     assert_eq!(

@@ -95,7 +95,7 @@ async fn route_lists_queues_from_zero_with_reachable_endpoints() {
         .unwrap()
         .into_inner();
     assert_eq!(code_of(r.status.as_ref()), Code::Ok as i32, "{r:?}");
-    let topic = b.broker.core().topics.get("RouteMe").unwrap();
+    let topic = b.broker.state().topics.get("RouteMe").unwrap();
     assert_eq!(r.message_queues.len(), topic.write_queue_nums as usize);
     for (i, q) in r.message_queues.iter().enumerate() {
         assert_eq!(q.id, i as i32);
@@ -156,7 +156,7 @@ async fn unknown_topic_is_not_found_without_auto_creation() {
         .into_inner();
     assert_eq!(code_of(r.status.as_ref()), Code::TopicNotFound as i32);
     assert!(r.message_queues.is_empty());
-    assert!(b.broker.core().topics.get("Missing").is_none());
+    assert!(b.broker.state().topics.get("Missing").is_none());
     b.broker.shutdown().await;
 }
 
@@ -300,7 +300,7 @@ async fn sends_echo_the_id_report_offsets_and_store_the_uniq_key() {
         .unwrap()
         .into_inner();
     assert_eq!(code_of(bad.status.as_ref()), Code::IllegalMessageId as i32);
-    assert_eq!(b.broker.core().store.max_offset_in_queue("GrpcSend", 0), 3);
+    assert_eq!(b.broker.state().store.max_offset_in_queue("GrpcSend", 0), 3);
     b.broker.shutdown().await;
 }
 
@@ -420,7 +420,7 @@ async fn full_send_queue_is_too_many_requests_with_overload_remark_and_hint() {
         outcomes.iter().any(|o| o.0 == Code::Ok as i32),
         "{outcomes:?}"
     );
-    assert!(b.broker.core().counters.rejected("overload") >= overload.len() as u64);
+    assert!(b.broker.state().counters.rejected("overload") >= overload.len() as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,7 +439,7 @@ async fn sends_waiting_too_long_are_too_many_requests_timeout_clean_queue() {
     );
     assert!(!expired.is_empty(), "{outcomes:?}");
     assert!(expired.iter().all(|o| o.0 == Code::TooManyRequests as i32));
-    assert!(b.broker.core().counters.rejected("timeout_clean_queue") >= expired.len() as u64);
+    assert!(b.broker.state().counters.rejected("timeout_clean_queue") >= expired.len() as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,10 +459,10 @@ async fn page_cache_busy_is_too_many_requests_reject_request_and_pcbusy_clean_qu
         tokio::spawn(async move { burst(&b, "GBusy", 4).await })
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !b.broker.core().store.is_os_page_cache_busy() && std::time::Instant::now() < deadline {
+    while !b.broker.state().store.is_os_page_cache_busy() && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(b.broker.core().store.is_os_page_cache_busy());
+    assert!(b.broker.state().store.is_os_page_cache_busy());
     let late = burst(&b, "GBusy", 1).await;
     assert_eq!(late[0].0, Code::TooManyRequests as i32, "{late:?}");
     assert_eq!(
@@ -476,7 +476,7 @@ async fn page_cache_busy_is_too_many_requests_reject_request_and_pcbusy_clean_qu
     );
     assert!(!drained.is_empty(), "{outcomes:?}");
     assert!(drained.iter().all(|o| o.0 == Code::TooManyRequests as i32));
-    assert!(b.broker.core().counters.rejected("reject_request") >= 1);
+    assert!(b.broker.state().counters.rejected("reject_request") >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

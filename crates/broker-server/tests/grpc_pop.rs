@@ -239,7 +239,7 @@ async fn receive_fills_every_field_and_ack_removes_the_message() {
     assert!(sys.store_timestamp.as_ref().unwrap().seconds > 1_700_000_001);
     assert!(!sys.store_host.is_empty());
     assert_eq!(sys.delivery_attempt, Some(1));
-    let topic = b.broker.core().topics.get("PopT").unwrap();
+    let topic = b.broker.state().topics.get("PopT").unwrap();
     assert!((0..topic.read_queue_nums).contains(&sys.queue_id));
     assert_eq!(sys.queue_offset, Some(0));
     assert!(!handle(m).is_empty());

@@ -39,7 +39,7 @@ async fn create_topic(b: &TestBroker, topic: &str) {
     let first = b.invoke(send_request(topic, 0, b"first", "")).await;
     assert_eq!(first.response_code(), ResponseCode::SUCCESS);
     let deadline = Instant::now() + Duration::from_secs(2);
-    while b.broker.core().store.max_offset_in_queue(topic, 0) < 1 && Instant::now() < deadline {
+    while b.broker.state().store.max_offset_in_queue(topic, 0) < 1 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -54,7 +54,7 @@ async fn a_message_sent_while_a_pull_waits_is_delivered_at_once() {
         tokio::spawn(async move { b.invoke(suspended_pull("LP", 1, 10_000)).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(b.broker.core().pull_hold.len(), 1, "the pull is parked");
+    assert_eq!(b.broker.state().pull_hold.len(), 1, "the pull is parked");
     let sent_at = Instant::now();
     assert_eq!(
         b.invoke(send_request("LP", 0, b"wake up", ""))
@@ -75,7 +75,7 @@ async fn a_message_sent_while_a_pull_waits_is_delivered_at_once() {
     );
     let header: PullMessageResponseHeader = response.decode_header().unwrap();
     assert_eq!(header.next_begin_offset, 2);
-    assert!(b.broker.core().pull_hold.is_empty());
+    assert!(b.broker.state().pull_hold.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

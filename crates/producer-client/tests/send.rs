@@ -60,7 +60,7 @@ async fn a_topic_without_a_route_is_auto_created_through_tbw102() {
             sent.message_queue.queue_id < 4,
             "defaultTopicQueueNums caps the borrowed route"
         );
-        let created = b.broker.core().topics.get("Fresh").unwrap();
+        let created = b.broker.state().topics.get("Fresh").unwrap();
         assert_eq!(created.write_queue_nums, 4);
         // The broker registers the new topic, so it gets a route of its own.
         let route = common::wait_for_route(b.namesrv(), "Fresh", 1).await;
@@ -103,7 +103,7 @@ async fn async_and_oneway_sends_reach_the_broker() {
                 .unwrap();
         }
         // Oneway sends get no answer: watch the store instead.
-        let store = &b.broker.core().store;
+        let store = &b.broker.state().store;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let stored: i64 = (0..4).map(|q| store.max_offset_in_queue("Async", q)).sum();

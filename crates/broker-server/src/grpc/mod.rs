@@ -24,7 +24,7 @@ use remoting_net::CancellationToken;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 
-use crate::core::BrokerCore;
+use crate::state::BrokerState;
 
 pub use service::GrpcService;
 
@@ -37,10 +37,10 @@ const DECODE_HEADROOM: usize = 1024 * 1024;
 const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
 
 /// Serves the endpoint on `listener` until `shutdown` is cancelled.
-pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, shutdown: CancellationToken) {
+pub async fn serve(listener: TcpListener, state: Arc<BrokerState>, shutdown: CancellationToken) {
     let port = listener.local_addr().map_or(0, |a| a.port());
-    let max_decode = core.config().store.max_message_size + DECODE_HEADROOM;
-    let service = GrpcService::new(core, port, shutdown.clone());
+    let max_decode = state.config().store.max_message_size + DECODE_HEADROOM;
+    let service = GrpcService::new(state, port, shutdown.clone());
     let server = MessagingServiceServer::new(service)
         .max_decoding_message_size(max_decode)
         .max_encoding_message_size(usize::MAX);

@@ -33,12 +33,12 @@ use tokio::sync::mpsc;
 use tonic::metadata::MetadataMap;
 
 use crate::{
-    core::BrokerCore,
     grpc::{
         message::{user_properties, BORN_HOST_TEXT},
         status::{combined, ok, status},
     },
     pop::{PopError, PopRequest, PoppedMessage, TagFilter},
+    state::BrokerState,
 };
 
 /// Shortest invisible duration a receive may ask for.
@@ -118,7 +118,7 @@ struct Receive {
 }
 
 fn check(
-    core: &BrokerCore,
+    state: &BrokerState,
     req: &ReceiveMessageRequest,
     call_timeout: Option<Duration>,
 ) -> Result<Receive, Status> {
@@ -138,7 +138,7 @@ fn check(
         .as_ref()
         .and_then(|q| q.topic.clone())
         .unwrap_or_default();
-    let Some(config) = core.topics.get(&topic.name) else {
+    let Some(config) = state.topics.get(&topic.name) else {
         return Err(status(
             Code::TopicNotFound,
             format!("topic {} does not exist", topic.name),
@@ -183,7 +183,7 @@ fn check(
 /// Serves one receive, writing its stream items to `tx`; returns the code
 /// of the first item (for metrics).
 pub async fn receive(
-    core: Arc<BrokerCore>,
+    state: Arc<BrokerState>,
     req: ReceiveMessageRequest,
     call_timeout: Option<Duration>,
     shutdown: CancellationToken,
@@ -192,7 +192,7 @@ pub async fn receive(
     let status_item = |st: Status| ReceiveMessageResponse {
         content: Some(Content::Status(st)),
     };
-    let r = match check(&core, &req, call_timeout) {
+    let r = match check(&state, &req, call_timeout) {
         Ok(r) => Arc::new(r),
         Err(st) => {
             let code = st.code;
@@ -201,13 +201,13 @@ pub async fn receive(
         }
     };
     let deadline = Instant::now() + r.budget;
-    let arrival = core.pop.arrival(&r.topic.name);
+    let arrival = state.pop.arrival(&r.topic.name);
     let popped = loop {
         let notified = arrival.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let got = {
-            let core = Arc::clone(&core);
+            let state = Arc::clone(&state);
             let r = Arc::clone(&r);
             tokio::task::spawn_blocking(move || {
                 let req = PopRequest {
@@ -218,7 +218,9 @@ pub async fn receive(
                     max_messages: r.batch,
                     invisible: r.invisible,
                 };
-                core.pop.pop(&core.store, &req, store::commit_log::now_ms())
+                state
+                    .pop
+                    .pop(&state.store, &req, store::commit_log::now_ms())
             })
             .await
         };
@@ -260,7 +262,7 @@ pub async fn receive(
             break Vec::new();
         }
         let mut wait = deadline - now;
-        if let Some(visible) = core.pop.next_visible_ms(&r.group, &r.topic.name) {
+        if let Some(visible) = state.pop.next_visible_ms(&r.group, &r.topic.name) {
             let until = visible.saturating_sub(store::commit_log::now_ms()).max(1);
             wait = wait.min(Duration::from_millis(u64::try_from(until).unwrap_or(1)));
         }
@@ -279,7 +281,7 @@ pub async fn receive(
         return Code::Ok as i32;
     }
     for p in &popped {
-        let Some(message) = to_message(core.store_host, &r.topic, r.invisible, p) else {
+        let Some(message) = to_message(state.store_host, &r.topic, r.invisible, p) else {
             tracing::error!(topic = %r.topic.name, queue = p.queue_id, offset = p.queue_offset, "popped record does not decode; left to redeliver");
             continue;
         };
@@ -371,7 +373,7 @@ fn to_message(
 
 /// Acknowledges each entry: OK, or `INVALID_RECEIPT_HANDLE` for a stale,
 /// unknown or malformed handle.
-pub fn ack(core: &BrokerCore, req: &AckMessageRequest) -> AckMessageResponse {
+pub fn ack(state: &BrokerState, req: &AckMessageRequest) -> AckMessageResponse {
     let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
     let topic = req.topic.as_ref().map(|t| t.name.as_str()).unwrap_or("");
     let now = store::commit_log::now_ms();
@@ -379,7 +381,7 @@ pub fn ack(core: &BrokerCore, req: &AckMessageRequest) -> AckMessageResponse {
         .entries
         .iter()
         .map(|e| {
-            let st = match core.pop.ack(group, topic, &e.receipt_handle, now) {
+            let st = match state.pop.ack(group, topic, &e.receipt_handle, now) {
                 Ok(()) => ok(),
                 Err(err) => status(Code::InvalidReceiptHandle, err.to_string()),
             };
@@ -412,7 +414,7 @@ pub fn ack(core: &BrokerCore, req: &AckMessageRequest) -> AckMessageResponse {
 /// Restarts a delivery's invisible time (0 makes it visible at once) and
 /// returns its new handle.
 pub fn change_invisible(
-    core: &BrokerCore,
+    state: &BrokerState,
     req: &ChangeInvisibleDurationRequest,
 ) -> ChangeInvisibleDurationResponse {
     let refused = |st: Status| ChangeInvisibleDurationResponse {
@@ -430,7 +432,7 @@ pub fn change_invisible(
     };
     let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
     let topic = req.topic.as_ref().map(|t| t.name.as_str()).unwrap_or("");
-    match core.pop.change_invisible(
+    match state.pop.change_invisible(
         group,
         topic,
         &req.receipt_handle,
@@ -449,12 +451,12 @@ pub fn change_invisible(
 /// dead-letter topic yet, so the delivery is acknowledged (not delivered
 /// again) and logged as a warning with its group, topic and message id.
 pub fn forward_to_dead_letter(
-    core: &BrokerCore,
+    state: &BrokerState,
     req: &ForwardMessageToDeadLetterQueueRequest,
 ) -> ForwardMessageToDeadLetterQueueResponse {
     let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
     let topic = req.topic.as_ref().map(|t| t.name.as_str()).unwrap_or("");
-    let st = match core.pop.ack(
+    let st = match state.pop.ack(
         group,
         topic,
         &req.receipt_handle,

@@ -1,6 +1,6 @@
 //! SendMessage: each message becomes the same `SEND_MESSAGE_V2` command a
 //! remoting producer sends and enters the send queue through
-//! [`BrokerCore::admit`], so admission, the fast-failure sweeper, the send
+//! [`crate::executor::admit`], so admission, the fast-failure sweeper, the send
 //! processor, the store, counters and metrics are the remoting path's own.
 
 use std::{net::SocketAddr, sync::Arc};
@@ -12,11 +12,13 @@ use remoting_protocol::{
 };
 
 use crate::{
-    core::{BrokerCore, Reply},
+    executor,
     grpc::{
         message::properties_for_send,
         status::{combined, send_status, status},
     },
+    request::Reply,
+    state::BrokerState,
     topics::validate_topic_name,
 };
 
@@ -27,7 +29,7 @@ const DEFAULT_TOPIC: &str = "TBW102";
 /// kept) and answers one entry per message; the second value is the largest
 /// retry hint (ms) of a busy answer.
 pub async fn send(
-    core: &Arc<BrokerCore>,
+    state: &Arc<BrokerState>,
     peer: SocketAddr,
     client_id: &str,
     request: SendMessageRequest,
@@ -44,7 +46,7 @@ pub async fn send(
     let mut entries = Vec::with_capacity(request.messages.len());
     let mut hint: Option<u64> = None;
     for message in &request.messages {
-        let (entry, h) = send_one(core, peer, client_id, message).await;
+        let (entry, h) = send_one(state, peer, client_id, message).await;
         if let Some(h) = h {
             hint = Some(hint.map_or(h, |old| old.max(h)));
         }
@@ -75,7 +77,7 @@ pub async fn send(
 }
 
 async fn send_one(
-    core: &Arc<BrokerCore>,
+    state: &Arc<BrokerState>,
     peer: SocketAddr,
     client_id: &str,
     message: &Message,
@@ -98,14 +100,14 @@ async fn send_one(
     if let Err(why) = validate_topic_name(&topic) {
         return (failed(Code::IllegalTopic, why), None);
     }
-    let cfg = core.config();
+    let cfg = state.config();
     let properties = match properties_for_send(message, cfg.store.max_message_size) {
         Ok(p) => p,
         Err(refused) => return (failed(refused.code, refused.message), None),
     };
-    let command = build_command(core, client_id, &topic, message, properties);
+    let command = build_command(state, client_id, &topic, message, properties);
     let (reply, answer) = Reply::channel(peer);
-    core.admit(reply, command);
+    executor::admit(state, reply, command);
     let response = match answer.await {
         Ok(r) => r,
         Err(_) => {
@@ -137,15 +139,15 @@ async fn send_one(
 
 /// The `SEND_MESSAGE_V2` command for one gRPC message.
 fn build_command(
-    core: &BrokerCore,
+    state: &BrokerState,
     client_id: &str,
     topic: &str,
     message: &Message,
     properties: String,
 ) -> RemotingCommand {
     let sys = message.system_properties.clone().unwrap_or_default();
-    let cfg = core.config();
-    let write_queues = core
+    let cfg = state.config();
+    let write_queues = state
         .topics
         .get(topic)
         .map(|t| t.write_queue_nums)

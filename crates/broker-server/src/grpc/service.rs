@@ -32,12 +32,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{metadata::MetadataMap, Request, Response, Streaming};
 
 use crate::{
-    core::BrokerCore,
     grpc::{
         receive, send,
         status::{ok, status, RETRY_AFTER_METADATA},
         telemetry,
     },
+    state::BrokerState,
     topics::validate_topic_name,
 };
 
@@ -53,17 +53,17 @@ pub type AnswerStream<T> = ReceiverStream<Result<T, tonic::Status>>;
 /// The gRPC service, sharing the broker's state.
 #[derive(Debug, Clone)]
 pub struct GrpcService {
-    pub(crate) core: Arc<BrokerCore>,
+    pub(crate) state: Arc<BrokerState>,
     port: u16,
     pub(crate) shutdown: CancellationToken,
 }
 
 impl GrpcService {
-    /// A service for the broker `core`, reachable on `port`, whose streams
+    /// A service for the broker `state`, reachable on `port`, whose streams
     /// end when `shutdown` is cancelled.
-    pub fn new(core: Arc<BrokerCore>, port: u16, shutdown: CancellationToken) -> Self {
+    pub fn new(state: Arc<BrokerState>, port: u16, shutdown: CancellationToken) -> Self {
         Self {
-            core,
+            state,
             port,
             shutdown,
         }
@@ -85,7 +85,7 @@ impl GrpcService {
                 };
             }
         }
-        let host = self.core.config().broker.broker_ip1.clone();
+        let host = self.state.config().broker.broker_ip1.clone();
         Endpoints {
             scheme: scheme_of(&host) as i32,
             addresses: vec![Address {
@@ -103,7 +103,7 @@ impl GrpcService {
         count: i32,
         endpoints: &Endpoints,
     ) -> Vec<MessageQueue> {
-        let cfg = self.core.config();
+        let cfg = self.state.config();
         let perm = config.perm & cfg.broker.broker_permission;
         let permission = match (is_readable(perm), is_writeable(perm)) {
             (true, true) => Permission::ReadWrite,
@@ -220,15 +220,15 @@ impl MessagingService for GrpcService {
             let st = status(Code::IllegalTopic, why);
             return answer("QueryRoute", started, st.code, reply(st, Vec::new()));
         }
-        let found = match self.core.topics.get(&topic.name) {
+        let found = match self.state.topics.get(&topic.name) {
             Some(config) => Ok(Some((config, false))),
             None => {
                 // Creating a topic writes the topic table: off the async threads.
-                let core = Arc::clone(&self.core);
+                let state = Arc::clone(&self.state);
                 let name = topic.name.clone();
                 tokio::task::spawn_blocking(move || {
-                    let cfg = core.config();
-                    core.topics.get_or_create_for_send(
+                    let cfg = state.config();
+                    state.topics.get_or_create_for_send(
                         &name,
                         DEFAULT_TOPIC,
                         cfg.broker.default_topic_queue_nums,
@@ -242,7 +242,7 @@ impl MessagingService for GrpcService {
         let config = match found {
             Ok(Some((config, created))) => {
                 if created {
-                    self.core.topics_changed.notify_one();
+                    self.state.topics_changed.notify_one();
                 }
                 config
             }
@@ -303,7 +303,7 @@ impl MessagingService for GrpcService {
             );
         };
         let from = peer(&request);
-        let (body, hint) = send::send(&self.core, from, &client, request.into_inner()).await;
+        let (body, hint) = send::send(&self.state, from, &client, request.into_inner()).await;
         let code = code_of(body.status.as_ref());
         crate::metrics::grpc_call("SendMessage", code, started.elapsed().as_secs_f64());
         let mut response = Response::new(body);
@@ -330,7 +330,7 @@ impl MessagingService for GrpcService {
         }
         let req = request.into_inner();
         let topic = req.topic.unwrap_or_default();
-        let Some(config) = self.core.topics.get(&topic.name) else {
+        let Some(config) = self.state.topics.get(&topic.name) else {
             let st = status(
                 Code::TopicNotFound,
                 format!("topic {} does not exist", topic.name),
@@ -381,11 +381,11 @@ impl MessagingService for GrpcService {
         }
         let call_timeout = receive::grpc_timeout(request.metadata());
         let (tx, rx) = mpsc::channel(receive::STREAM_CAPACITY);
-        let core = Arc::clone(&self.core);
+        let state = Arc::clone(&self.state);
         let shutdown = self.shutdown.clone();
         let req = request.into_inner();
         tokio::spawn(async move {
-            let code = receive::receive(core, req, call_timeout, shutdown, tx).await;
+            let code = receive::receive(state, req, call_timeout, shutdown, tx).await;
             crate::metrics::grpc_call("ReceiveMessage", code, started.elapsed().as_secs_f64());
         });
         Ok(Response::new(ReceiverStream::new(rx)))
@@ -402,7 +402,7 @@ impl MessagingService for GrpcService {
                 entries: Vec::new(),
             }
         } else {
-            receive::ack(&self.core, request.get_ref())
+            receive::ack(&self.state, request.get_ref())
         };
         let code = code_of(body.status.as_ref());
         answer("AckMessage", started, code, body)
@@ -418,7 +418,7 @@ impl MessagingService for GrpcService {
                 status: Some(client_id_required()),
             }
         } else {
-            receive::forward_to_dead_letter(&self.core, request.get_ref())
+            receive::forward_to_dead_letter(&self.state, request.get_ref())
         };
         let code = code_of(body.status.as_ref());
         answer("ForwardMessageToDeadLetterQueue", started, code, body)
@@ -519,7 +519,7 @@ impl MessagingService for GrpcService {
             started.elapsed().as_secs_f64(),
         );
         let (tx, rx) = mpsc::channel(telemetry::STREAM_CHANNEL_CAPACITY);
-        let max_body = self.core.config().store.max_message_size;
+        let max_body = self.state.config().store.max_message_size;
         tokio::spawn(telemetry::serve_stream(
             request.into_inner(),
             tx,
@@ -561,7 +561,7 @@ impl MessagingService for GrpcService {
                 receipt_handle: String::new(),
             }
         } else {
-            receive::change_invisible(&self.core, request.get_ref())
+            receive::change_invisible(&self.state, request.get_ref())
         };
         let code = code_of(body.status.as_ref());
         answer("ChangeInvisibleDuration", started, code, body)

@@ -5,7 +5,7 @@
 use grpc_protocol::v2::{Code, Status};
 use remoting_protocol::{RemotingCommand, ResponseCode};
 
-use crate::core::RETRY_AFTER_MS;
+use crate::state::RETRY_AFTER_MS;
 
 /// Response metadata key carrying the suggested back-off (ms) of a busy
 /// answer, taken from the remoting answer's `retryAfterMs` field.

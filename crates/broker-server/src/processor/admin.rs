@@ -12,8 +12,9 @@ use remoting_protocol::{
 
 use crate::{
     config::BrokerConfig,
-    core::{BrokerCore, Family},
     processor::bad_header,
+    request::Family,
+    state::{max_wait_ms, queue_capacity, BrokerState},
     topics::validate_topic_name,
 };
 
@@ -36,7 +37,7 @@ pub const RUNTIME_KEYS: &[&str] = &[
 ];
 
 /// Creates or updates a topic and registers the change at once.
-pub(crate) fn create_topic(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn create_topic(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let h: CreateTopicRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, &e),
@@ -70,10 +71,10 @@ pub(crate) fn create_topic(core: &BrokerCore, req: &RemotingCommand) -> Remoting
         order: h.order,
         ..TopicConfig::default()
     };
-    match core.topics.put(config) {
+    match state.topics.put(config) {
         Ok(changed) => {
             if changed {
-                core.topics_changed.notify_one();
+                state.topics_changed.notify_one();
             }
             req.response_to(ResponseCode::SUCCESS, None)
         }
@@ -85,8 +86,8 @@ pub(crate) fn create_topic(core: &BrokerCore, req: &RemotingCommand) -> Remoting
 }
 
 /// The configuration in force as `key=value` lines.
-pub(crate) fn get_config(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
-    let cfg = core.config();
+pub(crate) fn get_config(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let cfg = state.config();
     let map = match cfg.to_map() {
         Ok(m) => m,
         Err(e) => return req.response_to(ResponseCode::SYSTEM_ERROR, Some(e.to_string())),
@@ -97,7 +98,7 @@ pub(crate) fn get_config(core: &BrokerCore, req: &RemotingCommand) -> RemotingCo
         .collect();
     let text = body::encode_config_text(lines.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let version = DataVersion {
-        timestamp: core.boot_timestamp,
+        timestamp: state.boot_timestamp,
         ..DataVersion::default()
     };
     req.response_to(ResponseCode::SUCCESS, None)
@@ -110,7 +111,7 @@ pub(crate) fn get_config(core: &BrokerCore, req: &RemotingCommand) -> RemotingCo
 /// Applies `key=value` lines to the running broker. Only the keys in
 /// [`RUNTIME_KEYS`] may change; anything else, or a bad value, refuses the
 /// whole update and changes nothing.
-pub(crate) fn update_config(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn update_config(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let entries = match body::decode_config_text(&req.body) {
         Ok(e) => e,
         Err(e) => return req.response_to(ResponseCode::INVALID_PARAMETER, Some(e.to_string())),
@@ -132,14 +133,14 @@ pub(crate) fn update_config(core: &BrokerCore, req: &RemotingCommand) -> Remotin
         );
     }
     let overrides: Vec<(String, String)> = entries.into_iter().collect();
-    let current = core.config();
+    let current = state.config();
     let updated = match current.with_overrides(&overrides) {
         Ok(c) => c,
         Err(e) => return req.response_to(ResponseCode::INVALID_PARAMETER, Some(e.to_string())),
     };
-    apply_runtime(core, &updated);
+    apply_runtime(state, &updated);
     tracing::info!(changes = ?overrides, "configuration updated at run time");
-    *core
+    *state
         .config
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(updated);
@@ -147,59 +148,35 @@ pub(crate) fn update_config(core: &BrokerCore, req: &RemotingCommand) -> Remotin
 }
 
 /// Pushes the run-time keys of `cfg` into the queues, the sweeper and the store.
-pub(crate) fn apply_runtime(core: &BrokerCore, cfg: &BrokerConfig) {
+pub(crate) fn apply_runtime(state: &BrokerState, cfg: &BrokerConfig) {
     let f = &cfg.flow;
     let ms = std::time::Duration::from_millis;
-    core.fast_failure.set_enabled(f.broker_fast_failure_enable);
-    for (family, wait, capacity) in [
-        (
-            Family::Send,
-            Some(f.wait_time_mills_in_send_queue),
-            f.send_thread_pool_queue_capacity,
-        ),
-        (
-            Family::Pull,
-            Some(f.wait_time_mills_in_pull_queue),
-            f.pull_thread_pool_queue_capacity,
-        ),
-        (
-            Family::Heartbeat,
-            Some(f.wait_time_mills_in_heartbeat_queue),
-            f.heartbeat_thread_pool_queue_capacity,
-        ),
-        (
-            Family::Admin,
-            Some(f.wait_time_mills_in_admin_broker_queue),
-            f.admin_broker_thread_pool_queue_capacity,
-        ),
-        (
-            Family::ConsumerManage,
-            None,
-            f.consumer_manager_thread_pool_queue_capacity,
-        ),
-    ] {
-        let queue = core.queue(family);
-        queue.set_capacity(capacity);
-        if let Some(wait) = wait {
-            let _ = core.fast_failure.set_max_wait(queue.name(), ms(wait));
+    state.fast_failure.set_enabled(f.broker_fast_failure_enable);
+    for family in Family::ALL {
+        let queue = state.queue(family);
+        queue.set_capacity(queue_capacity(cfg, family));
+        if let Some(wait) = max_wait_ms(cfg, family) {
+            let _ = state.fast_failure.set_max_wait(queue.name(), ms(wait));
         }
     }
-    core.early_admission.store(
+    state.early_admission.store(
         f.early_admission_enable,
         std::sync::atomic::Ordering::Relaxed,
     );
-    core.retry_hint.store(
+    state.retry_hint.store(
         f.busy_retry_hint_enable,
         std::sync::atomic::Ordering::Relaxed,
     );
-    core.store
+    state
+        .store
         .set_os_page_cache_busy_timeout_ms(cfg.store.os_page_cache_busy_time_out_mills);
-    core.store
+    state
+        .store
         .set_fault_put_lock_delay_ms(cfg.store.fault_put_lock_delay_mills);
 }
 
 /// Live figures as RocketMQ's runtime-info table, plus Sluice's counters.
-pub(crate) fn runtime_info(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let now = Instant::now();
     let mut table = BTreeMap::new();
     let mut put = |k: &str, v: String| {
@@ -209,12 +186,12 @@ pub(crate) fn runtime_info(core: &BrokerCore, req: &RemotingCommand) -> Remoting
         "brokerVersionDesc",
         format!("Sluice {}", env!("CARGO_PKG_VERSION")),
     );
-    put("bootTimestamp", core.boot_timestamp.to_string());
+    put("bootTimestamp", state.boot_timestamp.to_string());
     put(
         "pageCacheLockTimeMills",
-        core.store.lock_time_mills().to_string(),
+        state.store.lock_time_mills().to_string(),
     );
-    let remain = core.store.remain_transient_store_buffer_numbs();
+    let remain = state.store.remain_transient_store_buffer_numbs();
     put(
         "remainTransientStoreBufferNumbs",
         if remain == usize::MAX {
@@ -228,7 +205,7 @@ pub(crate) fn runtime_info(core: &BrokerCore, req: &RemotingCommand) -> Remoting
         (Family::Pull, "pull"),
         (Family::Admin, "adminBroker"),
     ] {
-        let q = core.queue(family);
+        let q = state.queue(family);
         put(&format!("{prefix}ThreadPoolQueueSize"), q.len().to_string());
         put(
             &format!("{prefix}ThreadPoolQueueCapacity"),
@@ -241,20 +218,21 @@ pub(crate) fn runtime_info(core: &BrokerCore, req: &RemotingCommand) -> Remoting
     }
     put(
         "commitLogMaxOffset",
-        core.store.max_physical_offset().to_string(),
+        state.store.max_physical_offset().to_string(),
     );
     put(
         "dispatchBehindBytes",
-        core.store.dispatch_behind_bytes().to_string(),
+        state.store.dispatch_behind_bytes().to_string(),
     );
     put(
         "remainHowManyDataToFlush",
-        core.store
+        state
+            .store
             .max_physical_offset()
-            .saturating_sub(core.store.flushed_physical_offset())
+            .saturating_sub(state.store.flushed_physical_offset())
             .to_string(),
     );
-    let snapshot = core.counters.snapshot();
+    let snapshot = state.counters.snapshot();
     put("requestsAccepted", snapshot.accepted.to_string());
     put("requestsCompleted", snapshot.completed.to_string());
     for (label, count) in &snapshot.rejected {
@@ -265,14 +243,14 @@ pub(crate) fn runtime_info(core: &BrokerCore, req: &RemotingCommand) -> Remoting
 }
 
 /// The record at a physical offset.
-pub(crate) fn view_message(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn view_message(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let Some(offset) = req.ext("offset").and_then(|o| o.parse::<u64>().ok()) else {
         return req.response_to(
             ResponseCode::SYSTEM_ERROR,
             Some("required header field `offset` is missing or not a number".into()),
         );
     };
-    match core.store.lookup_message(offset) {
+    match state.store.lookup_message(offset) {
         Some(record) => req
             .response_to(ResponseCode::SUCCESS, None)
             .with_body(record),

@@ -8,32 +8,30 @@ use remoting_protocol::{
     RemotingCommand, ResponseCode,
 };
 
-use crate::{
-    core::{BrokerCore, Job},
-    processor::bad_header,
-};
+use crate::{processor::bad_header, request::Job, state::BrokerState};
 
 /// Records the client and its groups.
-pub(crate) fn heartbeat(core: &BrokerCore, job: &Job) -> RemotingCommand {
+pub(crate) fn heartbeat(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
     let req = &job.request;
-    match body::from_json::<HeartbeatData>(&req.body) {
+    let response = match body::from_json::<HeartbeatData>(&req.body) {
         Ok(data) => {
             let conn_id = job.reply.connection_id().unwrap_or(0);
-            core.clients.heartbeat(&data, conn_id, Instant::now());
+            state.clients.heartbeat(&data, conn_id, Instant::now());
             req.response_to(ResponseCode::SUCCESS, None)
         }
         Err(e) => req.response_to(
             ResponseCode::SYSTEM_ERROR,
             Some(format!("bad heartbeat body: {e}")),
         ),
-    }
+    };
+    Some(response)
 }
 
 /// Forgets a client or some of its groups.
-pub(crate) fn unregister(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn unregister(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     match req.decode_header::<UnregisterClientRequestHeader>() {
         Ok(h) => {
-            core.clients.unregister(
+            state.clients.unregister(
                 &h.client_id,
                 h.producer_group.as_deref(),
                 h.consumer_group.as_deref(),
@@ -45,14 +43,14 @@ pub(crate) fn unregister(core: &BrokerCore, req: &RemotingCommand) -> RemotingCo
 }
 
 /// The ids of a consumer group's clients.
-pub(crate) fn consumer_list(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn consumer_list(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let Some(group) = req.ext("consumerGroup") else {
         return req.response_to(
             ResponseCode::SYSTEM_ERROR,
             Some("required header field `consumerGroup` is missing".into()),
         );
     };
-    let ids = core.clients.consumers_of(group);
+    let ids = state.clients.consumers_of(group);
     if ids.is_empty() {
         return req.response_to(
             ResponseCode::SYSTEM_ERROR,

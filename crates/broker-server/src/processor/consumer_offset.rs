@@ -11,7 +11,7 @@ use remoting_protocol::{
     RemotingCommand, ResponseCode,
 };
 
-use crate::{core::BrokerCore, processor::bad_header};
+use crate::{processor::bad_header, state::BrokerState};
 
 fn offset_response(req: &RemotingCommand, offset: i64) -> RemotingCommand {
     req.response_to(ResponseCode::SUCCESS, None)
@@ -20,16 +20,16 @@ fn offset_response(req: &RemotingCommand, offset: i64) -> RemotingCommand {
 
 /// The committed offset, RocketMQ's way: stored, else 0 when asked and the
 /// queue still starts at 0, else QUERY_NOT_FOUND.
-pub(crate) fn query(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn query(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let h: QueryConsumerOffsetRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, &e),
     };
-    if let Some(offset) = core.offsets.query(&h.consumer_group, &h.topic, h.queue_id) {
+    if let Some(offset) = state.offsets.query(&h.consumer_group, &h.topic, h.queue_id) {
         return offset_response(req, offset);
     }
     if h.set_zero_if_not_found != Some(false)
-        && core.store.min_offset_in_queue(&h.topic, h.queue_id) <= 0
+        && state.store.min_offset_in_queue(&h.topic, h.queue_id) <= 0
     {
         return offset_response(req, 0);
     }
@@ -40,41 +40,42 @@ pub(crate) fn query(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand
 }
 
 /// Stores a committed offset.
-pub(crate) fn update(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn update(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let h: UpdateConsumerOffsetRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, &e),
     };
-    if core.topics.get(&h.topic).is_none() {
+    if state.topics.get(&h.topic).is_none() {
         return req.response_to(
             ResponseCode::TOPIC_NOT_EXIST,
             Some(format!("Topic {} not exist!", h.topic)),
         );
     }
-    core.offsets
+    state
+        .offsets
         .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
     req.response_to(ResponseCode::SUCCESS, None)
 }
 
 /// The queue's end offset.
-pub(crate) fn max_offset(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn max_offset(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     match req.decode_header::<GetMaxOffsetRequestHeader>() {
-        Ok(h) => offset_response(req, core.store.max_offset_in_queue(&h.topic, h.queue_id)),
+        Ok(h) => offset_response(req, state.store.max_offset_in_queue(&h.topic, h.queue_id)),
         Err(e) => bad_header(req, &e),
     }
 }
 
 /// The queue's first offset.
-pub(crate) fn min_offset(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn min_offset(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     match req.decode_header::<GetMinOffsetRequestHeader>() {
-        Ok(h) => offset_response(req, core.store.min_offset_in_queue(&h.topic, h.queue_id)),
+        Ok(h) => offset_response(req, state.store.min_offset_in_queue(&h.topic, h.queue_id)),
         Err(e) => bad_header(req, &e),
     }
 }
 
 /// The first offset stored at or after the timestamp (the last one at or
 /// before it with the upper boundary).
-pub(crate) fn search_by_time(core: &BrokerCore, req: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn search_by_time(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let h: SearchOffsetRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, &e),
@@ -82,11 +83,14 @@ pub(crate) fn search_by_time(core: &BrokerCore, req: &RemotingCommand) -> Remoti
     let offset = match h.boundary_type {
         Some(BoundaryType::Upper) => {
             let after =
-                core.store
+                state
+                    .store
                     .offset_by_time(&h.topic, h.queue_id, h.timestamp.saturating_add(1));
-            (after - 1).max(core.store.min_offset_in_queue(&h.topic, h.queue_id))
+            (after - 1).max(state.store.min_offset_in_queue(&h.topic, h.queue_id))
         }
-        _ => core.store.offset_by_time(&h.topic, h.queue_id, h.timestamp),
+        _ => state
+            .store
+            .offset_by_time(&h.topic, h.queue_id, h.timestamp),
     };
     offset_response(req, offset)
 }

@@ -13,41 +13,39 @@ use remoting_protocol::{
 };
 use store::GetStatus;
 
-use crate::{
-    core::{BrokerCore, Job},
-    processor::bad_header,
-};
+use crate::{processor::bad_header, request::Job, state::BrokerState};
 
 /// Most bytes one pull returns when the request sets no limit.
 const DEFAULT_MAX_PULL_BYTES: usize = 256 * 1024;
 
 /// Reads messages and answers with them and the next offsets; parks the
 /// pull (answering later, `None` now) when it finds nothing and may wait.
-pub(crate) fn pull(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
+pub(crate) fn pull(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
     let req = &job.request;
     let header: PullMessageRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return Some(bad_header(req, &e)),
     };
-    let response = read(core, req, &header);
+    let response = read(state, req, &header);
     if response.response_code() != ResponseCode::PULL_NOT_FOUND
         || job.resumed
         || header.sys_flag & PULL_SUSPEND == 0
     {
         return Some(response);
     }
-    let cfg = core.config();
+    let cfg = state.config();
     let hold = if cfg.broker.long_polling_enable {
         Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
     } else {
         Duration::from_millis(cfg.broker.short_polling_time_mills)
     };
     let parked = Job {
+        family: job.family,
         reply: job.reply.clone(),
         request: req.clone(),
         resumed: true,
     };
-    match core.pull_hold.park(
+    match state.pull_hold.park(
         parked,
         &header.topic,
         header.queue_id,
@@ -56,11 +54,11 @@ pub(crate) fn pull(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
     ) {
         Ok(()) => {
             // A message may have arrived between the read and the parking.
-            let max = core
+            let max = state
                 .store
                 .max_offset_in_queue(&header.topic, header.queue_id);
-            for ready in core.pull_hold.arrived(&header.topic, header.queue_id, max) {
-                core.resume(ready);
+            for ready in state.pull_hold.arrived(&header.topic, header.queue_id, max) {
+                state.resume(ready);
             }
             None
         }
@@ -69,11 +67,11 @@ pub(crate) fn pull(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
 }
 
 fn read(
-    core: &BrokerCore,
+    state: &BrokerState,
     req: &RemotingCommand,
     header: &PullMessageRequestHeader,
 ) -> RemotingCommand {
-    let cfg = core.config();
+    let cfg = state.config();
     if !is_readable(cfg.broker.broker_permission) {
         return req.response_to(
             ResponseCode::NO_PERMISSION,
@@ -83,7 +81,7 @@ fn read(
             )),
         );
     }
-    let Some(topic) = core.topics.get(&header.topic) else {
+    let Some(topic) = state.topics.get(&header.topic) else {
         return req.response_to(
             ResponseCode::TOPIC_NOT_EXIST,
             Some(format!(
@@ -111,7 +109,7 @@ fn read(
         );
     }
     if header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
-        core.offsets.commit(
+        state.offsets.commit(
             &header.consumer_group,
             &header.topic,
             header.queue_id,
@@ -125,7 +123,7 @@ fn read(
         .and_then(|b| usize::try_from(b).ok())
         .filter(|b| *b > 0)
         .unwrap_or(DEFAULT_MAX_PULL_BYTES);
-    let got = core.store.get_messages(
+    let got = state.store.get_messages(
         &header.topic,
         header.queue_id,
         header.queue_offset,

@@ -16,18 +16,16 @@ use remoting_protocol::{
 use store::{commit_log::AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
 
 use crate::{
-    config::BrokerConfig,
-    core::{BrokerCore, Job},
-    processor::bad_header,
+    config::BrokerConfig, processor::bad_header, request::Job, state::BrokerState,
     topics::validate_topic_name,
 };
 
 /// Appends the message(s) and answers with where they landed: the response
 /// now, or `None` when the store's flush thread sends it once the append is
 /// durable (SYNC_FLUSH) or nobody waits for one (a oneway request).
-pub(crate) fn send(core: &BrokerCore, job: &Job) -> Option<RemotingCommand> {
+pub(crate) fn send(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
     let req = &job.request;
-    let (response, ticket) = match append(core, job) {
+    let (response, ticket) = match append(state, job) {
         Appended::Stored(response, ticket) => (response, ticket),
         Appended::Refused(refused) => return Some(refused),
     };
@@ -66,13 +64,13 @@ enum Appended<'a> {
 }
 
 /// Checks the request and appends.
-fn append<'a>(core: &'a BrokerCore, job: &Job) -> Appended<'a> {
+fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
     let req = &job.request;
     let header = match SendMessageRequestHeader::from_command(req) {
         Ok(h) => h,
         Err(e) => return Appended::Refused(bad_header(req, &e)),
     };
-    let cfg = core.config();
+    let cfg = state.config();
     if !is_writeable(cfg.broker.broker_permission) {
         return Appended::Refused(req.response_to(
             ResponseCode::NO_PERMISSION,
@@ -85,7 +83,7 @@ fn append<'a>(core: &'a BrokerCore, job: &Job) -> Appended<'a> {
     if let Err(why) = validate_topic_name(&header.topic) {
         return Appended::Refused(req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(why)));
     }
-    let topic = match core.topics.get_or_create_for_send(
+    let topic = match state.topics.get_or_create_for_send(
         &header.topic,
         &header.default_topic,
         header.default_topic_queue_nums,
@@ -93,7 +91,7 @@ fn append<'a>(core: &'a BrokerCore, job: &Job) -> Appended<'a> {
     ) {
         Ok(Some((topic, created))) => {
             if created {
-                core.topics_changed.notify_one();
+                state.topics_changed.notify_one();
             }
             topic
         }
@@ -143,7 +141,7 @@ fn append<'a>(core: &'a BrokerCore, job: &Job) -> Appended<'a> {
         sys_flag: header.sys_flag,
         born_timestamp: header.born_timestamp,
         born_host: job.reply.peer(),
-        store_host: core.store_host,
+        store_host: state.store_host,
         reconsume_times: header.reconsume_times.unwrap_or(0),
         prepared_transaction_offset: 0,
         body,
@@ -169,40 +167,47 @@ fn append<'a>(core: &'a BrokerCore, job: &Job) -> Appended<'a> {
             .into_iter()
             .map(|e| {
                 let (props, key) =
-                    complete_properties(&e.properties, &cfg.broker.broker_cluster_name, core);
+                    complete_properties(&e.properties, &cfg.broker.broker_cluster_name, state);
                 uniq.push(key);
                 base(e.body, e.flag, props)
             })
             .collect();
-        (core.store.append_messages(&msgs), uniq.join(","))
+        (state.store.append_messages(&msgs), uniq.join(","))
     } else {
         let (props, key) = complete_properties(
             header.properties.as_deref().unwrap_or(""),
             &cfg.broker.broker_cluster_name,
-            core,
+            state,
         );
         (
-            core.store
+            state
+                .store
                 .append_message(&base(req.body.clone(), header.flag, props)),
             key,
         )
     };
-    core.metrics
+    state
+        .metrics
         .append_time
         .record(started.elapsed().as_secs_f64());
     match appended {
         Ok(ticket) => {
             let done = ticket.append();
-            core.metrics
+            state
+                .metrics
                 .messages_stored
                 .increment(done.msg_count as u64);
-            core.metrics.bytes_stored.increment(done.wrote_bytes as u64);
-            let response = stored_response(req, done, queue_id, uniq, &cfg, core);
+            state
+                .metrics
+                .bytes_stored
+                .increment(done.wrote_bytes as u64);
+            let response = stored_response(req, done, queue_id, uniq, &cfg, state);
             Appended::Stored(response, ticket)
         }
         Err(e) => {
             if matches!(e, PutError::OsPageCacheBusy { .. }) {
-                core.counters
+                state
+                    .counters
                     .record_rejected(&flow_control::Reason::PcSynchronized);
             }
             Appended::Refused(put_error_response(req, &e, cfg.store.max_message_size))
@@ -217,12 +222,12 @@ fn stored_response(
     queue_id: i32,
     uniq: String,
     cfg: &BrokerConfig,
-    core: &BrokerCore,
+    state: &BrokerState,
 ) -> RemotingCommand {
     let msg_id = done
         .physical_offsets
         .iter()
-        .map(|&o| MessageId::new(core.store_host, o as i64).encode())
+        .map(|&o| MessageId::new(state.store_host, o as i64).encode())
         .collect::<Vec<_>>()
         .join(",");
     req.response_to(ResponseCode::SUCCESS, None)
@@ -239,7 +244,7 @@ fn stored_response(
 
 /// Adds the broker's cluster name and, when the producer set none, a unique
 /// key; returns the properties and the unique key.
-fn complete_properties(properties: &str, cluster: &str, core: &BrokerCore) -> (String, String) {
+fn complete_properties(properties: &str, cluster: &str, state: &BrokerState) -> (String, String) {
     let uniq = properties
         .split('\u{2}')
         .find_map(|p| p.strip_prefix("UNIQ_KEY\u{1}"))
@@ -249,7 +254,7 @@ fn complete_properties(properties: &str, cluster: &str, core: &BrokerCore) -> (S
     let uniq = match uniq {
         Some(u) => u,
         None => {
-            let key = unique_ids(core).next_key().encode();
+            let key = unique_ids(state).next_key().encode();
             push_property(&mut out, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, &key);
             key
         }
@@ -270,11 +275,11 @@ fn push_property(out: &mut String, key: &str, value: &str) {
     out.push('\u{2}');
 }
 
-fn unique_ids(core: &BrokerCore) -> &'static UniqueIdGenerator {
+fn unique_ids(state: &BrokerState) -> &'static UniqueIdGenerator {
     static IDS: std::sync::OnceLock<UniqueIdGenerator> = std::sync::OnceLock::new();
     IDS.get_or_init(|| {
         UniqueIdGenerator::new(
-            core.store_host.ip(),
+            state.store_host.ip(),
             std::process::id(),
             rand_index() as i32,
         )

@@ -1,0 +1,211 @@
+//! The path of a request through the broker: admission to its family's
+//! bounded queue (or an immediate answer), the worker threads that serve
+//! each queue through the request table, and the fast-failure sweeper that
+//! answers what waited too long.
+//!
+//! # Threads
+//! - `<family>-worker-<i>`: pop their family's queue and run the request's
+//!   processor; a request that expired while queued is answered busy instead.
+//! - `fast-failure`: every 10 ms, serves again the parked pulls whose hold
+//!   time passed and answers busy what the sweeper removes.
+//!
+//! Admission runs on the caller's thread: a remoting connection's reader
+//! task, or the gRPC handler.
+
+use std::{
+    io,
+    sync::{atomic::Ordering, Arc},
+    thread::{self, JoinHandle},
+    time::{Duration, Instant},
+};
+
+use flow_control::{Reason, RequestQueue};
+use remoting_net::{Connection, Handler};
+use remoting_protocol::RemotingCommand;
+
+use crate::{
+    processor,
+    request::{Family, Job, Reply},
+    state::BrokerState,
+};
+
+/// How long a worker waits on an empty queue before it checks whether the
+/// queue was closed.
+const IDLE_POLL: Duration = Duration::from_millis(200);
+/// How often the sweeper looks at the queues and the parked pulls.
+const SWEEP_PERIOD: Duration = Duration::from_millis(10);
+/// The send queue's wait limit when the sweeper has none for it.
+const DEFAULT_SEND_WAIT: Duration = Duration::from_millis(200);
+
+/// Admits a request to its family's queue, or answers it at once: a code
+/// without a route is answered `REQUEST_CODE_NOT_SUPPORTED`; a send is
+/// refused busy while the page cache is busy or the transient store pool
+/// is exhausted, then by early admission or the plain capacity check.
+/// Remoting requests and the gRPC endpoint's sends both enter here.
+pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
+    let Some(route) = processor::route(request.request_code()) else {
+        tracing::debug!(code = request.code, peer = %reply.peer(), "request code not supported");
+        if !request.is_oneway() {
+            reply.send(processor::not_supported(&request));
+        }
+        return;
+    };
+    let family = route.family;
+    let job = Job {
+        family,
+        reply,
+        request,
+        resumed: false,
+    };
+    if family == Family::Send
+        && (state.store.is_os_page_cache_busy() || state.store.is_transient_store_pool_deficient())
+    {
+        state.reject(&job, Reason::RejectRequest);
+        return;
+    }
+    let queue = state.queue(family);
+    let now = Instant::now();
+    let pushed = if family == Family::Send {
+        let limit = state
+            .fast_failure
+            .max_wait(queue.name())
+            .unwrap_or(DEFAULT_SEND_WAIT);
+        queue.try_push_with_admission(
+            job,
+            now,
+            limit,
+            state.early_admission.load(Ordering::Relaxed),
+        )
+    } else {
+        queue.try_push(job, now)
+    };
+    match pushed {
+        Ok(()) => {
+            state.counters.record_accepted();
+            state.metrics.accepted(family);
+        }
+        Err(rejected) => state.reject(&rejected.payload, rejected.reason),
+    }
+}
+
+/// Starts the worker threads of every family and the sweeper thread.
+///
+/// # Errors
+/// A thread cannot be started.
+pub fn start(state: &Arc<BrokerState>) -> io::Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    for family in Family::ALL {
+        let workers = state.queue(family).workers().max(1);
+        for i in 0..workers {
+            let state = Arc::clone(state);
+            handles.push(
+                thread::Builder::new()
+                    .name(format!("{}-worker-{i}", family.name()))
+                    .spawn(move || run_worker(&state, family))?,
+            );
+        }
+    }
+    let state = Arc::clone(state);
+    handles.push(
+        thread::Builder::new()
+            .name("fast-failure".into())
+            .spawn(move || run_sweeper(&state))?,
+    );
+    Ok(handles)
+}
+
+/// Closes every queue and answers busy (`[SHUTDOWN]`) what is still queued
+/// or parked; the workers then finish what they hold and stop.
+pub fn close_queues(state: &BrokerState) {
+    for job in state.pull_hold.drain() {
+        state.reject(&job, Reason::ShuttingDown);
+    }
+    for queue in state.queues.values() {
+        queue.close();
+        for task in queue.drain() {
+            state.reject(&task.payload, Reason::ShuttingDown);
+        }
+    }
+}
+
+/// Admits the requests of remoting connections and forgets the clients of
+/// closed ones.
+#[derive(Debug)]
+pub struct RemotingHandler(pub Arc<BrokerState>);
+
+impl Handler for RemotingHandler {
+    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        admit(&self.0, Reply::Remoting(Arc::clone(conn)), request);
+    }
+
+    fn on_close(&self, conn: &Arc<Connection>) {
+        self.0.clients.connection_closed(conn.id());
+    }
+}
+
+fn run_worker(state: &BrokerState, family: Family) {
+    let queue = Arc::clone(state.queue(family));
+    loop {
+        let Some(task) = queue.pop(IDLE_POLL) else {
+            if queue.is_closed() {
+                return;
+            }
+            continue;
+        };
+        let started = Instant::now();
+        let waited = task.waited(started);
+        let job = &task.payload;
+        if let Some(reason) = expired_at_pickup(state, &queue, waited) {
+            state.reject(job, reason);
+            continue;
+        }
+        // Admission only queues codes with a route.
+        if let Some(route) = processor::route(job.request.request_code()) {
+            // `None` also means "answered later": a parked pull, or a
+            // SYNC_FLUSH send that the store's flush thread answers. The
+            // service time recorded below is then the worker's part only,
+            // which is what holds the queue up and so what the
+            // early-admission estimate of the queue wait needs.
+            if let Some(response) = route.run(state, job) {
+                job.reply.send(response);
+            }
+        }
+        queue.record_service_time(started.elapsed());
+        state.counters.record_completed();
+        state.metrics.completed(family, waited.as_secs_f64());
+    }
+}
+
+/// A task that waited past its queue's limit before a worker took it is
+/// answered like the sweeper would have answered it, never served: the
+/// sweeper looks every 10 ms, a worker may get there first.
+fn expired_at_pickup(
+    state: &BrokerState,
+    queue: &RequestQueue<Job>,
+    waited: Duration,
+) -> Option<Reason> {
+    if !state.fast_failure.is_enabled() {
+        return None;
+    }
+    let limit = state.fast_failure.max_wait(queue.name())?;
+    (waited >= limit).then(|| Reason::TimeoutCleanQueue {
+        waited,
+        queue_len: queue.len(),
+    })
+}
+
+fn run_sweeper(state: &BrokerState) {
+    let send = Arc::clone(state.queue(Family::Send));
+    while !send.is_closed() {
+        thread::sleep(SWEEP_PERIOD);
+        for job in state.pull_hold.expired(Instant::now()) {
+            state.resume(job);
+        }
+        for (task, reason) in state
+            .fast_failure
+            .sweep(Instant::now(), || state.store.is_os_page_cache_busy())
+        {
+            state.reject(&task.payload, reason);
+        }
+    }
+}
