@@ -15,7 +15,7 @@ use std::{
 };
 
 use flow_control::{Counters, FastFailure, Reason, RequestQueue};
-use remoting_protocol::ResponseCode;
+use remoting_protocol::{ResponseCode, RETRY_AFTER_MS};
 use store::MessageStore;
 
 use crate::{
@@ -28,9 +28,6 @@ use crate::{
     request::{Family, Job, PerFamily},
     topics::TopicManager,
 };
-
-/// Ext field carrying Sluice's suggested back-off (ms) on busy responses.
-pub const RETRY_AFTER_MS: &str = "retryAfterMs";
 
 /// The broker's shared state.
 #[derive(Debug)]

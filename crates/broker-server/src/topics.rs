@@ -7,8 +7,11 @@ use std::{
 };
 
 use dashmap::DashMap;
-use message_model::flags::{AUTO_CREATE_TOPIC_KEY, PERM_INHERIT, PERM_READ, PERM_WRITE};
-use remoting_protocol::body::{self, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+use message_model::flags::{PERM_INHERIT, PERM_READ, PERM_WRITE};
+use remoting_protocol::{
+    body::{self, DataVersion, TopicConfig, TopicConfigSerializeWrapper},
+    AUTO_CREATE_TOPIC,
+};
 
 use crate::persist;
 
@@ -82,11 +85,11 @@ impl TopicManager {
             version: Mutex::new(wrapper.data_version),
             path,
         };
-        if auto_create && !manager.topics.contains_key(AUTO_CREATE_TOPIC_KEY) {
+        if auto_create && !manager.topics.contains_key(AUTO_CREATE_TOPIC) {
             manager.topics.insert(
-                AUTO_CREATE_TOPIC_KEY.to_owned(),
+                AUTO_CREATE_TOPIC.to_owned(),
                 TopicConfig {
-                    topic_name: AUTO_CREATE_TOPIC_KEY.to_owned(),
+                    topic_name: AUTO_CREATE_TOPIC.to_owned(),
                     read_queue_nums: default_queue_nums,
                     write_queue_nums: default_queue_nums,
                     perm: PERM_INHERIT | PERM_READ | PERM_WRITE,
@@ -208,7 +211,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let topics = TopicManager::load(dir.path(), true, 8).unwrap();
         let (created, fresh) = topics
-            .get_or_create_for_send("New", AUTO_CREATE_TOPIC_KEY, 4, true)
+            .get_or_create_for_send("New", AUTO_CREATE_TOPIC, 4, true)
             .unwrap()
             .unwrap();
         assert!(fresh);
@@ -221,12 +224,12 @@ mod tests {
             (4, 4, 6)
         );
         let capped = topics
-            .get_or_create_for_send("Big", AUTO_CREATE_TOPIC_KEY, 64, true)
+            .get_or_create_for_send("Big", AUTO_CREATE_TOPIC, 64, true)
             .unwrap()
             .unwrap();
         assert_eq!(capped.0.write_queue_nums, 8, "capped by the template");
         assert!(topics
-            .get_or_create_for_send("Off", AUTO_CREATE_TOPIC_KEY, 4, false)
+            .get_or_create_for_send("Off", AUTO_CREATE_TOPIC, 4, false)
             .unwrap()
             .is_none());
         let reloaded = TopicManager::load(dir.path(), true, 8).unwrap();

@@ -51,8 +51,6 @@ pub const PERM_WRITE: i32 = 2;
 /// Permission bit: inheritable (template topics such as `TBW102`).
 pub const PERM_INHERIT: i32 = 1;
 
-/// The template topic that auto-created topics copy their settings from.
-pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
 /// Prefix of per-group retry topics.
 pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 /// Prefix of per-group dead-letter topics.

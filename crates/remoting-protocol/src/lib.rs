@@ -35,6 +35,7 @@ pub mod command;
 pub mod error;
 pub mod header;
 mod json;
+mod names;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode, SerializeType};
 pub use codec::{decode_frame, encode_frame, RemotingCodec, DEFAULT_MAX_FRAME_LEN};
@@ -43,3 +44,4 @@ pub use error::{DecodeError, EncodeError};
 pub use header::{CommandHeader, HeaderError};
 /// The message model shared with the store: properties, ids, tag hashes, flags.
 pub use message_model as message;
+pub use names::{AUTO_CREATE_TOPIC, RETRY_AFTER_MS};

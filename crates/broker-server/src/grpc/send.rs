@@ -8,7 +8,7 @@ use std::{net::SocketAddr, sync::Arc};
 use grpc_protocol::v2::{Code, Message, SendMessageRequest, SendMessageResponse, SendResultEntry};
 use remoting_protocol::{
     header::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader},
-    RemotingCommand, RequestCode, ResponseCode,
+    RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
 };
 
 use crate::{
@@ -21,9 +21,6 @@ use crate::{
     state::BrokerState,
     topics::validate_topic_name,
 };
-
-/// Template topic of auto-created topics, as remoting producers name it.
-const DEFAULT_TOPIC: &str = "TBW102";
 
 /// Stores the messages of a request one after another (so their order is
 /// kept) and answers one entry per message; the second value is the largest
@@ -166,7 +163,7 @@ fn build_command(
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: client_id.to_owned(),
         topic: topic.to_owned(),
-        default_topic: DEFAULT_TOPIC.to_owned(),
+        default_topic: AUTO_CREATE_TOPIC.to_owned(),
         default_topic_queue_nums: cfg.broker.default_topic_queue_nums,
         queue_id,
         sys_flag: 0,

@@ -26,7 +26,7 @@ use grpc_protocol::{
 };
 use message_model::flags::{is_readable, is_writeable};
 use remoting_net::CancellationToken;
-use remoting_protocol::body::TopicConfig;
+use remoting_protocol::{body::TopicConfig, AUTO_CREATE_TOPIC};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{metadata::MetadataMap, Request, Response, Streaming};
@@ -43,9 +43,6 @@ use crate::{
 
 /// Header naming the client; the only one the endpoint requires.
 pub const CLIENT_ID_HEADER: &str = "x-mq-client-id";
-
-/// Template topic whose permission auto-created topics inherit.
-const DEFAULT_TOPIC: &str = "TBW102";
 
 /// A stream of answers, fed by a task through a bounded channel.
 pub type AnswerStream<T> = ReceiverStream<Result<T, tonic::Status>>;
@@ -230,7 +227,7 @@ impl MessagingService for GrpcService {
                     let cfg = state.config();
                     state.topics.get_or_create_for_send(
                         &name,
-                        DEFAULT_TOPIC,
+                        AUTO_CREATE_TOPIC,
                         cfg.broker.default_topic_queue_nums,
                         cfg.broker.auto_create_topic_enable,
                     )

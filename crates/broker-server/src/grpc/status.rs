@@ -3,9 +3,7 @@
 //! the remark kept as the status message and the retry hint carried over.
 
 use grpc_protocol::v2::{Code, Status};
-use remoting_protocol::{RemotingCommand, ResponseCode};
-
-use crate::state::RETRY_AFTER_MS;
+use remoting_protocol::{RemotingCommand, ResponseCode, RETRY_AFTER_MS};
 
 /// Response metadata key carrying the suggested back-off (ms) of a busy
 /// answer, taken from the remoting answer's `retryAfterMs` field.
