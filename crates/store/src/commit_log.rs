@@ -19,8 +19,9 @@ use std::{
 };
 
 use bytes::Bytes;
-use message_model::flags::{
-    transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+use message_model::{
+    flags::{transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE},
+    record::{self, MessageToStore, BLANK_HEADER_LEN},
 };
 use spin::mutex::{SpinMutex, SpinMutexGuard};
 
@@ -28,7 +29,6 @@ use crate::{
     error::PutError,
     file_queue::{file_name, FileQueue},
     mmap::{AppendError, MappedFile},
-    record::{self, MessageToStore, BLANK_HEADER_LEN},
 };
 
 /// Where an append landed.

@@ -24,16 +24,15 @@ pub mod error;
 pub mod file_queue;
 pub mod mmap;
 pub mod pool;
-pub mod record;
 mod recovery;
 mod service;
 mod store;
 
 pub use config::{ConfigError, FlushDiskType, StoreConfig};
 pub use error::{PutError, StoreError};
+pub use message_model::MessageToStore;
 pub use mmap::{MappedFile, OS_PAGE_SIZE};
 pub use pool::TransientStorePool;
-pub use record::MessageToStore;
 pub use service::GroupCommitStats;
 pub use store::{
     ArrivalListener, FlushTicket, GetResult, GetStatus, MessageStore, PutOutcome, PutStatus,

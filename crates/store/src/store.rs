@@ -15,8 +15,9 @@ use std::{
 };
 
 use bytes::Bytes;
-use message_model::flags::{
-    transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+use message_model::{
+    flags::{transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE},
+    record::{self, MessageToStore, Record},
 };
 
 use crate::{
@@ -27,7 +28,6 @@ use crate::{
     error::{PutError, StoreError},
     file_queue::{FileFactory, FileQueue},
     pool::TransientStorePool,
-    record::{self, MessageToStore, Record},
     recovery,
     service::{GroupCommit, GroupCommitStats, Signal},
 };

@@ -25,10 +25,10 @@ use grpc_protocol::v2::{
 use md5::{Digest as _, Md5};
 use message_model::{
     properties::{keys, Properties},
+    record::{self, Record},
     MessageId,
 };
 use remoting_net::CancellationToken;
-use store::record::{self, Record};
 use tokio::sync::mpsc;
 use tonic::metadata::MetadataMap;
 

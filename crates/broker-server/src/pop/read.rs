@@ -3,10 +3,8 @@
 //! and scan budgets), each checked against the store and the tag filter.
 
 use bytes::Bytes;
-use store::{
-    record::{self, Record},
-    MessageStore,
-};
+use message_model::record::{self, Record};
+use store::MessageStore;
 
 use super::{
     handle::Handle,
