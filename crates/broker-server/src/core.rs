@@ -269,7 +269,7 @@ impl BrokerCore {
             counters: Counters::new(),
             metrics: BrokerMetrics::new(),
             topics_changed: tokio::sync::Notify::new(),
-            boot_timestamp: store::commit_log::now_ms(),
+            boot_timestamp: message_model::now_ms(),
             last_warn_ms: Default::default(),
         }
     }
@@ -309,7 +309,7 @@ impl BrokerCore {
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {
         let slot = &self.last_warn_ms[reason_slot(reason)];
-        let now = store::commit_log::now_ms() as u64;
+        let now = message_model::now_ms() as u64;
         let last = slot.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= 1000
             && slot

@@ -1,6 +1,7 @@
 //! The message model that the wire protocol, the store and the clients
 //! share: property strings, well-known property keys, message ids, tag
-//! hashes, flag bits and RocketMQ's CommitLog record layout.
+//! hashes, flag bits, RocketMQ's CommitLog record layout and the wall clock
+//! that born and store timestamps come from.
 //!
 //! Everything here follows Apache RocketMQ's definitions byte for byte, so a
 //! message written by a RocketMQ client reads back the same way here and the
@@ -17,6 +18,7 @@
 //!   reads back field for field through [`record::check`].
 #![deny(clippy::unwrap_used)]
 
+pub mod clock;
 pub mod compression;
 pub mod flags;
 pub mod id;
@@ -24,6 +26,7 @@ pub mod properties;
 pub mod record;
 pub mod tags;
 
+pub use clock::now_ms;
 pub use id::{IdError, MessageId, UniqueIdGenerator, UniqueKey};
 pub use properties::{Properties, PropertiesError};
 pub use record::MessageToStore;

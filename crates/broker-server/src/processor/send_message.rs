@@ -318,7 +318,7 @@ pub(crate) fn put_error_response(
 fn rand_index() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(store::commit_log::now_ms() as u64);
+    h.write_u64(message_model::now_ms() as u64);
     h.finish()
 }
 
