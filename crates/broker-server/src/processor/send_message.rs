@@ -13,7 +13,7 @@ use remoting_protocol::{
     header::{SendMessageRequestHeader, SendMessageResponseHeader},
     RemotingCommand, ResponseCode,
 };
-use store::{commit_log::AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
+use store::{AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
 
 use crate::{
     config::BrokerConfig,
