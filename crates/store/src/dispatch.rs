@@ -9,6 +9,7 @@ use std::{
 
 use message_model::{
     flags::{transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE},
+    properties::{self, keys},
     record::{self, Record, StoredMessage},
 };
 
@@ -162,8 +163,24 @@ impl QueueCache {
 
 /// The tag hash of a message's `TAGS` property (0 without tags).
 fn tags_code(properties: &str) -> i64 {
-    properties
-        .split('\u{2}')
-        .find_map(|p| p.strip_prefix("TAGS\u{1}"))
-        .map_or(0, message_model::tag_hash)
+    properties::find(properties, keys::TAGS).map_or(0, message_model::tag_hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tags_code_is_the_hash_of_the_last_tags_property() {
+        assert_eq!(tags_code(""), 0);
+        assert_eq!(tags_code("KEYS\u{1}k\u{2}"), 0);
+        assert_eq!(
+            tags_code("KEYS\u{1}k\u{2}TAGS\u{1}TagA\u{2}"),
+            message_model::tag_hash("TagA")
+        );
+        assert_eq!(
+            tags_code("TAGS\u{1}TagA\u{2}TAGS\u{1}TagB\u{2}"),
+            message_model::tag_hash("TagB")
+        );
+    }
 }

@@ -12,7 +12,10 @@ use std::{
 };
 
 use bytes::Bytes;
-use message_model::record::{self, MessageToStore};
+use message_model::{
+    properties::{self, keys},
+    record::{self, MessageToStore},
+};
 
 use crate::{
     checkpoint::Checkpoint,
@@ -486,7 +489,7 @@ impl Inner {
 
 /// Reports whether a message asks to wait for the flush (`WAIT` is not `false`).
 fn wait_store_ok(properties: &str) -> bool {
-    !properties.split('\u{2}').any(|p| p == "WAIT\u{1}false")
+    properties::find(properties, keys::WAIT_STORE_MSG_OK) != Some("false")
 }
 
 fn lock_store(root: &Path) -> Result<File, StoreError> {
@@ -502,5 +505,20 @@ fn lock_store(root: &Path) -> Result<File, StoreError> {
         Ok(()) => Ok(file),
         Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError::Locked { path }),
         Err(e) => Err(StoreError::io("lock", &path)(e.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_wait_false_skips_the_flush_and_the_last_wait_counts() {
+        assert!(wait_store_ok(""));
+        assert!(wait_store_ok("TAGS\u{1}A\u{2}"));
+        assert!(wait_store_ok("WAIT\u{1}true\u{2}"));
+        assert!(!wait_store_ok("TAGS\u{1}A\u{2}WAIT\u{1}false\u{2}"));
+        assert!(!wait_store_ok("WAIT\u{1}true\u{2}WAIT\u{1}false\u{2}"));
+        assert!(wait_store_ok("WAIT\u{1}false\u{2}WAIT\u{1}true\u{2}"));
     }
 }

@@ -240,9 +240,7 @@ fn stored_response(
 /// Adds the broker's cluster name and, when the producer set none, a unique
 /// key; returns the properties and the unique key.
 fn complete_properties(properties: &str, cluster: &str, core: &BrokerCore) -> (String, String) {
-    let uniq = properties
-        .split('\u{2}')
-        .find_map(|p| p.strip_prefix("UNIQ_KEY\u{1}"))
+    let uniq = message_model::properties::find(properties, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         .map(str::to_owned);
     let mut out = String::with_capacity(properties.len() + 64);
     out.push_str(properties);
@@ -254,10 +252,7 @@ fn complete_properties(properties: &str, cluster: &str, core: &BrokerCore) -> (S
             key
         }
     };
-    if !properties
-        .split('\u{2}')
-        .any(|p| p.starts_with("CLUSTER\u{1}"))
-    {
+    if message_model::properties::find(properties, keys::CLUSTER).is_none() {
         push_property(&mut out, keys::CLUSTER, cluster);
     }
     (out, uniq)
