@@ -6,13 +6,19 @@
 //! - The sans-IO crates (`message-model`, `remoting-protocol`,
 //!   `flow-control`) and `store` pull in no tokio runtime feature.
 //! - No crate depends on `broker-server` (dev-dependencies for tests excepted).
+//! - No client crate (`producer-client`, `consumer-client`, `bench`,
+//!   `client-core`) depends on `store`, `flow-control` or `broker-server`,
+//!   directly or through another workspace crate (dev-dependencies for tests
+//!   excepted).
 
 use std::{
+    collections::{BTreeMap, BTreeSet, VecDeque},
     fs,
     path::{Path, PathBuf},
 };
 
 use anyhow::{bail, Context, Result};
+use serde_json::Value;
 
 use crate::cargo;
 
@@ -24,6 +30,11 @@ const RUNTIME_FREE_CRATES: &[&str] = &[
     "flow-control",
     "store",
 ];
+/// The crates applications build on; a crate listed here that does not exist
+/// (yet) is skipped.
+const CLIENT_CRATES: &[&str] = &["producer-client", "consumer-client", "bench", "client-core"];
+/// The broker's side, which no client crate may pull in.
+const BROKER_SIDE_CRATES: &[&str] = &["store", "flow-control", "broker-server"];
 const TOKIO_RUNTIME_FEATURES: &[&str] = &[
     "rt",
     "rt-multi-thread",
@@ -50,6 +61,7 @@ pub fn run(root: &Path) -> Result<()> {
         problems.extend(check_no_runtime(root, krate)?);
     }
     problems.extend(check_nothing_depends_on_broker(root)?);
+    problems.extend(client_dependency_violations(&cargo_metadata(root)?));
     if !problems.is_empty() {
         for p in &problems {
             eprintln!("lint: {p}");
@@ -115,6 +127,85 @@ fn check_nothing_depends_on_broker(root: &Path) -> Result<Vec<String>> {
         .collect())
 }
 
+/// Reports every client crate that reaches a broker-side crate through
+/// normal or build dependencies, directly or through other workspace crates.
+/// `metadata` is the output of `cargo metadata --format-version 1 --no-deps`.
+fn client_dependency_violations(metadata: &Value) -> Vec<String> {
+    // Workspace crate -> the crates it needs to build (dev-dependencies left
+    // out: they build tests only).
+    let mut deps: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let Some(name) = package["name"].as_str() else {
+            continue;
+        };
+        let needed = package["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| matches!(d["kind"].as_str(), None | Some("normal" | "build")))
+            .filter_map(|d| d["name"].as_str())
+            .collect();
+        deps.insert(name, needed);
+    }
+    let clients: Vec<&str> = CLIENT_CRATES
+        .iter()
+        .copied()
+        .filter(|c| deps.contains_key(c))
+        .collect();
+    if clients.is_empty() {
+        return vec![format!(
+            "cargo metadata lists none of the client crates {CLIENT_CRATES:?}; \
+             cannot check their dependencies"
+        )];
+    }
+    let mut problems = Vec::new();
+    for client in clients {
+        // Breadth first, remembering how each crate was reached.
+        let mut reached_from: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = VecDeque::from([client]);
+        let mut seen = BTreeSet::from([client]);
+        while let Some(krate) = queue.pop_front() {
+            for &dep in deps.get(krate).into_iter().flatten() {
+                if !seen.insert(dep) {
+                    continue;
+                }
+                reached_from.insert(dep, krate);
+                if BROKER_SIDE_CRATES.contains(&dep) {
+                    let mut path = vec![dep];
+                    let mut at = dep;
+                    while let Some(&from) = reached_from.get(at) {
+                        path.push(from);
+                        at = from;
+                    }
+                    path.reverse();
+                    problems.push(format!(
+                        "client crate {client} depends on {dep} ({}); clients may depend \
+                         on none of {} (dev-dependencies excepted)",
+                        path.join(" -> "),
+                        BROKER_SIDE_CRATES.join(", ")
+                    ));
+                } else {
+                    queue.push_back(dep);
+                }
+            }
+        }
+    }
+    problems
+}
+
+fn cargo_metadata(root: &Path) -> Result<Value> {
+    let mut cmd = cargo(root);
+    cmd.args(["metadata", "--format-version", "1", "--no-deps"]);
+    let out = cmd.output().context("run cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("parse cargo metadata")
+}
+
 fn cargo_tree(root: &Path, args: &[&str]) -> Result<String> {
     let mut cmd = cargo(root);
     cmd.arg("tree").args(args);
@@ -164,5 +255,69 @@ mod tests {
         assert!(check_source(UNSAFE_ALLOWED_IN, unsafe_allow).is_empty());
         let stub = concat!("//! Doc.\nfn f() { todo", "!() }\n");
         assert_eq!(check_source("crates/a/src/lib.rs", stub).len(), 1);
+    }
+
+    /// A package's name and its dependencies as `(name, kind)`.
+    type Package<'a> = (&'a str, &'a [(&'a str, Option<&'a str>)]);
+
+    /// `cargo metadata --no-deps` output reduced to what the rule reads.
+    fn metadata(packages: &[Package<'_>]) -> Value {
+        let packages: Vec<Value> = packages
+            .iter()
+            .map(|(name, deps)| {
+                let deps: Vec<Value> = deps
+                    .iter()
+                    .map(|(dep, kind)| serde_json::json!({ "name": dep, "kind": kind }))
+                    .collect();
+                serde_json::json!({ "name": name, "dependencies": deps })
+            })
+            .collect();
+        serde_json::json!({ "packages": packages })
+    }
+
+    #[test]
+    fn clients_may_use_the_broker_side_in_tests_only() {
+        let clean = metadata(&[
+            ("message-model", &[("bytes", None)]),
+            ("store", &[("message-model", None)]),
+            (
+                "consumer-client",
+                &[
+                    ("message-model", None),
+                    ("broker-server", Some("dev")),
+                    ("store", Some("dev")),
+                ],
+            ),
+            ("bench", &[("consumer-client", None), ("tokio", None)]),
+            ("broker-server", &[("store", None), ("flow-control", None)]),
+        ]);
+        assert_eq!(client_dependency_violations(&clean), Vec::<String>::new());
+
+        let direct = metadata(&[
+            ("store", &[]),
+            ("consumer-client", &[("store", None)]),
+            ("producer-client", &[("flow-control", Some("build"))]),
+        ]);
+        let problems = client_dependency_violations(&direct);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("producer-client depends on flow-control"));
+        assert!(problems[1].contains("consumer-client depends on store"));
+
+        // Through another workspace crate, and a client crate added later.
+        let indirect = metadata(&[
+            ("client-core", &[("remoting-net", None)]),
+            ("remoting-net", &[("broker-server", None)]),
+            ("bench", &[("client-core", None)]),
+        ]);
+        let problems = client_dependency_violations(&indirect);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("bench -> client-core -> remoting-net -> broker-server"));
+        assert!(problems[1].contains("client-core depends on broker-server"));
+    }
+
+    #[test]
+    fn metadata_without_any_client_crate_is_reported() {
+        let empty = metadata(&[("store", &[])]);
+        assert_eq!(client_dependency_violations(&empty).len(), 1);
     }
 }

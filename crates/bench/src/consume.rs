@@ -21,6 +21,7 @@ use consumer_client::{
     ConsumerConfig, MessageExt, MessageQueue, PullConsumer, PullOptions, PullStatus,
 };
 use hdrhistogram::Histogram;
+use message_model::now_ms;
 use serde::{Deserialize, Serialize};
 use tokio::{task::JoinSet, time::Instant};
 
@@ -392,13 +393,6 @@ async fn progress(recorder: &Mutex<ConsumeRecorder>, start: Instant, end: Instan
 
 fn lock(recorder: &Mutex<ConsumeRecorder>) -> std::sync::MutexGuard<'_, ConsumeRecorder> {
     recorder.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Milliseconds since the Unix epoch, 0 if the clock is before it.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ impl GrpcSender {
         let client_id = format!("sluice-bench@{pid}#{sender}");
         let client_id = AsciiMetadataValue::try_from(client_id.as_str())
             .with_context(|| format!("client id {client_id:?} is not a header value"))?;
-        let started = u64::try_from(crate::sender::now_ms()).unwrap_or(0);
+        let started = u64::try_from(message_model::now_ms()).unwrap_or(0);
         let this = Self {
             addr,
             clients,

@@ -11,6 +11,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
+use message_model::now_ms;
 use remoting_net::{client::ClientConnection, ClientOptions};
 use remoting_protocol::{
     command::next_opaque,
@@ -166,13 +167,6 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
             })
         })
         .collect()
-}
-
-/// Milliseconds since the Unix epoch, 0 if the clock is before it.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A `SEND_MESSAGE_V2` request for `queue_id`, without a fresh opaque;

@@ -121,7 +121,7 @@ impl BrokerState {
             counters: Counters::new(),
             metrics: BrokerMetrics::new(),
             topics_changed: tokio::sync::Notify::new(),
-            boot_timestamp: store::commit_log::now_ms(),
+            boot_timestamp: message_model::now_ms(),
             last_warn_ms: Default::default(),
         }
     }
@@ -168,7 +168,7 @@ impl BrokerState {
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {
         let slot = &self.last_warn_ms[reason_slot(reason)];
-        let now = store::commit_log::now_ms() as u64;
+        let now = message_model::now_ms() as u64;
         let last = slot.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= 1000
             && slot

@@ -185,7 +185,7 @@ impl TopicManager {
         {
             let mut v = self.version.lock().unwrap_or_else(PoisonError::into_inner);
             v.counter += 1;
-            v.timestamp = store::commit_log::now_ms();
+            v.timestamp = message_model::now_ms();
         }
         persist::write_atomically(&self.path, &body::to_json(&self.wrapper()))
     }

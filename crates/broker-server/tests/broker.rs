@@ -96,8 +96,8 @@ async fn send_to_a_new_topic_creates_it_routes_it_and_reads_it_back() {
     );
     let ph: PullMessageResponseHeader = pulled.decode_header().unwrap();
     assert_eq!((ph.next_begin_offset, ph.max_offset), (1, 1));
-    let record = store::record::check(&pulled.body, true);
-    let store::record::Record::Message(m) = record else {
+    let record = message_model::record::check(&pulled.body, true);
+    let message_model::record::Record::Message(m) = record else {
         panic!("pulled a record: {record:?}")
     };
     assert_eq!(m.body, b"hello sluice");

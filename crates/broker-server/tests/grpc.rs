@@ -280,7 +280,9 @@ async fn sends_echo_the_id_report_offsets_and_store_the_uniq_key() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert_eq!(pulled.response_code(), ResponseCode::SUCCESS);
-    let store::record::Record::Message(m) = store::record::check(&pulled.body, true) else {
+    let message_model::record::Record::Message(m) =
+        message_model::record::check(&pulled.body, true)
+    else {
         panic!("a message record");
     };
     assert_eq!(m.body, b"first");

@@ -14,10 +14,8 @@ use std::{
 
 use broker_server::pop::{PopError, PopLimits, PopRequest, PopService, PoppedMessage, TagFilter};
 use bytes::Bytes;
-use store::{
-    record::{self, Record},
-    MessageStore, MessageToStore, StoreConfig,
-};
+use message_model::record::{self, Record};
+use store::{MessageStore, MessageToStore, StoreConfig};
 
 const T0: i64 = 1_800_000_000_000;
 

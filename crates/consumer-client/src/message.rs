@@ -3,8 +3,11 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use message_model::{properties::keys, MessageId, Properties};
-use store::record::{check, Record};
+use message_model::{
+    properties::keys,
+    record::{check, Record},
+    MessageId, Properties,
+};
 
 use crate::ConsumerError;
 
@@ -53,8 +56,8 @@ pub struct MessageExt {
     pub reconsume_times: i32,
 }
 
-/// Splits a pull response body into messages, each parsed by the store's
-/// own record reader.
+/// Splits a pull response body into messages, each parsed by the record
+/// reader the store itself uses.
 pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>, ConsumerError> {
     let mut out = Vec::new();
     let mut pos = 0;
@@ -116,7 +119,7 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use store::{record::encode, MessageToStore};
+    use message_model::{record::encode, MessageToStore};
 
     fn record(body: &[u8], props: &str) -> Vec<u8> {
         record_with_flag(body, props, 0)

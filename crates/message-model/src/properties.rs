@@ -3,7 +3,9 @@
 //! A property string is `name 0x01 value 0x02` for every entry, the last one
 //! included. Decoding follows RocketMQ: segments split on `0x02`, a segment
 //! counts only if it has a non-empty name and a non-empty value around its
-//! first `0x01`; anything else is skipped, never an error.
+//! first `0x01`; anything else is skipped, never an error. A repeated name
+//! keeps its last value. [`find`] reads one value the same way without
+//! decoding the rest.
 
 use thiserror::Error;
 
@@ -240,6 +242,18 @@ impl Properties {
     }
 }
 
+/// The value of property `name` in an encoded property string, borrowed from
+/// it: the same as `Properties::decode(encoded).get(name)` for every input
+/// (the last entry of a repeated name wins, malformed segments are skipped),
+/// without allocating.
+pub fn find<'a>(encoded: &'a str, name: &str) -> Option<&'a str> {
+    encoded
+        .rsplit(PROPERTY_SEPARATOR)
+        .filter_map(|segment| segment.split_once(NAME_VALUE_SEPARATOR))
+        .find(|&(n, v)| n == name && !n.is_empty() && !v.is_empty())
+        .map(|(_, v)| v)
+}
+
 impl<'a> IntoIterator for &'a Properties {
     type Item = (&'a str, &'a str);
     type IntoIter = Box<dyn Iterator<Item = (&'a str, &'a str)> + 'a>;
@@ -285,6 +299,21 @@ mod tests {
     }
 
     #[test]
+    fn find_reads_one_value_as_decode_does() {
+        let text = "A\u{1}1\u{2}B\u{1}\u{2}A\u{1}2\u{2}\u{1}x\u{2}C\u{1}a\u{1}b";
+        assert_eq!(find(text, "A"), Some("2"), "the last of a repeated name");
+        assert_eq!(find(text, "B"), None, "an empty value is skipped");
+        assert_eq!(
+            find(text, "C"),
+            Some("a\u{1}b"),
+            "no final separator needed"
+        );
+        assert_eq!(find(text, ""), None, "an empty name is skipped");
+        assert_eq!(find("A\u{1}1\u{2}A\u{1}\u{2}", "A"), Some("1"));
+        assert_eq!(find("", "A"), None);
+    }
+
+    #[test]
     fn insert_refuses_what_cannot_round_trip() {
         let mut p = Properties::new();
         assert_eq!(p.insert("", "v"), Err(PropertiesError::EmptyName));
@@ -324,6 +353,30 @@ mod tests {
         #[test]
         fn decode_never_panics(text in ".*") {
             let _ = Properties::decode(&text);
+        }
+
+        #[test]
+        fn find_agrees_with_decode(
+            text in "[ab\u{1}\u{2}]{0,40}",
+            name in "[ab]{0,2}|[ab\u{1}\u{2}]{0,3}",
+        ) {
+            let decoded = Properties::decode(&text);
+            prop_assert_eq!(find(&text, &name), decoded.get(&name));
+        }
+
+        #[test]
+        fn find_agrees_with_decode_on_any_text(text in ".*", name in ".{0,4}") {
+            let decoded = Properties::decode(&text);
+            prop_assert_eq!(find(&text, &name), decoded.get(&name));
+        }
+
+        #[test]
+        fn find_agrees_with_decode_for_every_name_in_the_text(text in "[ab\u{1}\u{2}]{0,40}") {
+            let decoded = Properties::decode(&text);
+            for segment in text.split(PROPERTY_SEPARATOR) {
+                let name = segment.split_once(NAME_VALUE_SEPARATOR).map_or(segment, |(n, _)| n);
+                prop_assert_eq!(find(&text, name), decoded.get(name));
+            }
         }
     }
 }

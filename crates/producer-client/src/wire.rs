@@ -1,8 +1,7 @@
 //! The send request on the wire and the reading of its answer
 //! (`sendKernelImpl` and `processSendResponse`).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
+use message_model::now_ms;
 use remoting_protocol::{
     header::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader},
     RemotingCommand, RequestCode,
@@ -88,12 +87,6 @@ pub(crate) fn parse_response(
         broker_addr: addr.to_owned(),
         region_id: header.msg_region,
     })
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use store::{mmap::flush_calls, FlushDiskType, MessageStore, MessageToStore, StoreConfig};
+use store::{flush_calls, FlushDiskType, MessageStore, MessageToStore, StoreConfig};
 
 struct Scale {
     seconds: f64,

@@ -15,12 +15,14 @@ use std::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard, PoisonError,
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
-use message_model::flags::{
-    transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+use message_model::{
+    flags::{transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE},
+    now_ms,
+    record::{self, MessageToStore, BLANK_HEADER_LEN},
 };
 use spin::mutex::{SpinMutex, SpinMutexGuard};
 
@@ -28,7 +30,6 @@ use crate::{
     error::PutError,
     file_queue::{file_name, FileQueue},
     mmap::{AppendError, MappedFile},
-    record::{self, MessageToStore, BLANK_HEADER_LEN},
 };
 
 /// Where an append landed.
@@ -566,11 +567,4 @@ fn is_half_or_rollback(sys_flag: i32) -> bool {
         transaction_type(sys_flag),
         TRANSACTION_PREPARED_TYPE | TRANSACTION_ROLLBACK_TYPE
     )
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -185,6 +185,7 @@ impl FileQueue {
     }
 
     /// Every file, oldest first.
+    #[cfg(test)]
     pub fn files(&self) -> Vec<Arc<MappedFile>> {
         self.read_files().clone()
     }
@@ -290,6 +291,7 @@ impl FileQueue {
     }
 
     /// Bytes appended but not yet flushed.
+    #[cfg(test)]
     pub fn unflushed_bytes(&self) -> u64 {
         self.max_wrote_offset().saturating_sub(self.flushed_where())
     }

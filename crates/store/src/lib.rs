@@ -14,27 +14,40 @@
 //!   page cache, under SYNC_FLUSH once a flush covers it. The append itself
 //!   never waits for the flush: it returns a [`FlushTicket`] whose completion
 //!   the flush thread runs (or the caller waits on it).
+//!
+//! # Layout
+//! - `store`: the facade, [`MessageStore`]; `state`: what it shares with its
+//!   threads.
+//! - `dispatch`: the reput thread that builds the ConsumeQueues from the
+//!   CommitLog and announces arrivals; `services`: the commit, flush, flush
+//!   timer and housekeeping threads; `group_commit`: SYNC_FLUSH
+//!   acknowledgements and the [`FlushTicket`].
+//! - `commit_log`, `consume_queue`, `file_queue`, `mmap` (the only `unsafe`
+//!   code), `pool`, `checkpoint`, `recovery`: the files and what is in them.
+//!   The record layout itself is `message_model::record`.
 #![deny(clippy::unwrap_used)]
 
-pub mod checkpoint;
-pub mod commit_log;
-pub mod config;
-pub mod consume_queue;
-pub mod error;
-pub mod file_queue;
-pub mod mmap;
-pub mod pool;
-pub mod record;
+mod checkpoint;
+mod commit_log;
+mod config;
+mod consume_queue;
+mod dispatch;
+mod error;
+mod file_queue;
+mod group_commit;
+mod mmap;
+mod pool;
 mod recovery;
-mod service;
+mod services;
+mod state;
 mod store;
 
+pub use commit_log::AppendResult;
 pub use config::{ConfigError, FlushDiskType, StoreConfig};
+pub use consume_queue::CqEntry;
+pub use dispatch::ArrivalListener;
 pub use error::{PutError, StoreError};
-pub use mmap::{MappedFile, OS_PAGE_SIZE};
-pub use pool::TransientStorePool;
-pub use record::MessageToStore;
-pub use service::GroupCommitStats;
-pub use store::{
-    ArrivalListener, FlushTicket, GetResult, GetStatus, MessageStore, PutOutcome, PutStatus,
-};
+pub use group_commit::{FlushTicket, GroupCommitStats};
+pub use message_model::MessageToStore;
+pub use mmap::flush_calls;
+pub use store::{GetResult, GetStatus, MessageStore, PutOutcome, PutStatus};

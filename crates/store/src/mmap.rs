@@ -58,7 +58,8 @@ pub enum AppendError {
 #[derive(Debug)]
 pub struct MappedFile {
     path: PathBuf,
-    file: File,
+    /// Held open for as long as the mapping lives.
+    _file: File,
     map: MmapRaw,
     from_offset: u64,
     size: usize,
@@ -113,7 +114,7 @@ impl MappedFile {
         let map = MmapOptions::new().len(size).map_raw(&file)?;
         Ok(Self {
             path: path.to_path_buf(),
-            file,
+            _file: file,
             map,
             from_offset,
             size,
@@ -137,6 +138,7 @@ impl MappedFile {
     }
 
     /// Reports whether appends still go through a pool buffer.
+    #[cfg(test)]
     pub fn has_buffer(&self) -> bool {
         self.current_buffer().is_some()
     }
@@ -146,7 +148,9 @@ impl MappedFile {
         &self.path
     }
 
-    /// Offset (in the whole log) of the file's first byte.
+    /// Offset (in the whole log) of the file's first byte, RocketMQ's
+    /// `fileFromOffset`.
+    #[allow(clippy::wrong_self_convention)] // RocketMQ's name, not a conversion.
     pub fn from_offset(&self) -> u64 {
         self.from_offset
     }
@@ -371,11 +375,6 @@ impl MappedFile {
         std::fs::remove_file(path)
     }
 
-    /// The underlying file, for `fdatasync` and metadata.
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-
     fn current_buffer(&self) -> Option<Arc<PooledBuffer>> {
         self.buffer
             .lock()
@@ -415,16 +414,6 @@ impl AnonBuffer {
             }
         }
         Ok(Self { map })
-    }
-
-    /// Size in bytes.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Reports whether the buffer has no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
     }
 
     /// # Safety

@@ -21,7 +21,6 @@ pub struct TransientStorePool {
 #[derive(Debug)]
 struct PoolInner {
     size: usize,
-    buffer_size: usize,
     available: Mutex<Vec<AnonBuffer>>,
 }
 
@@ -45,7 +44,6 @@ impl TransientStorePool {
         Ok(Self {
             inner: Arc::new(PoolInner {
                 size,
-                buffer_size,
                 available: Mutex::new(buffers),
             }),
         })
@@ -84,16 +82,13 @@ impl TransientStorePool {
     }
 
     /// Total number of buffers.
+    #[cfg(test)]
     pub fn size(&self) -> usize {
         self.inner.size
     }
 
-    /// Size of each buffer.
-    pub fn buffer_size(&self) -> usize {
-        self.inner.buffer_size
-    }
-
     /// RocketMQ's "deficient": no buffer is left.
+    #[cfg(test)]
     pub fn is_deficient(&self) -> bool {
         self.available() == 0
     }

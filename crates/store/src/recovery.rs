@@ -9,14 +9,11 @@
 
 use std::{fs, path::Path, time::Instant};
 
+use message_model::record::{self, Record};
+
 use crate::{
-    checkpoint::Checkpoint,
-    config::StoreConfig,
-    consume_queue::ConsumeQueue,
-    error::StoreError,
-    file_queue::FileQueue,
-    mmap::MappedFile,
-    record::{self, Record},
+    checkpoint::Checkpoint, config::StoreConfig, consume_queue::ConsumeQueue, error::StoreError,
+    file_queue::FileQueue, mmap::MappedFile,
 };
 
 /// What recovery hands to the store.

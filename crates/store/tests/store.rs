@@ -12,10 +12,8 @@ use std::{
 };
 
 use common::{config, message, record_body};
-use store::{
-    record::{self, Record},
-    FlushDiskType, GetStatus, MessageStore, PutError, PutStatus, StoreConfig,
-};
+use message_model::record::{self, Record};
+use store::{FlushDiskType, GetStatus, MessageStore, PutError, PutStatus, StoreConfig};
 
 fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

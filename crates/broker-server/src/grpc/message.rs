@@ -130,7 +130,7 @@ pub fn properties_for_send(message: &Message, max_body: usize) -> Result<String,
                 .delivery_timestamp
                 .as_ref()
                 .map_or(0, |t| t.seconds * 1000 + i64::from(t.nanos) / 1_000_000);
-            if due > store::commit_log::now_ms() {
+            if due > message_model::now_ms() {
                 return Err(refused(
                     Code::Unsupported,
                     "delay messages are not supported by this broker; send NORMAL messages".into(),

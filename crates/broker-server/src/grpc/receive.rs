@@ -25,10 +25,10 @@ use grpc_protocol::v2::{
 use md5::{Digest as _, Md5};
 use message_model::{
     properties::{keys, Properties},
+    record::{self, Record},
     MessageId,
 };
 use remoting_net::CancellationToken;
-use store::record::{self, Record};
 use tokio::sync::mpsc;
 use tonic::metadata::MetadataMap;
 
@@ -218,9 +218,7 @@ pub async fn receive(
                     max_messages: r.batch,
                     invisible: r.invisible,
                 };
-                state
-                    .pop
-                    .pop(&state.store, &req, store::commit_log::now_ms())
+                state.pop.pop(&state.store, &req, message_model::now_ms())
             })
             .await
         };
@@ -263,7 +261,7 @@ pub async fn receive(
         }
         let mut wait = deadline - now;
         if let Some(visible) = state.pop.next_visible_ms(&r.group, &r.topic.name) {
-            let until = visible.saturating_sub(store::commit_log::now_ms()).max(1);
+            let until = visible.saturating_sub(message_model::now_ms()).max(1);
             wait = wait.min(Duration::from_millis(u64::try_from(until).unwrap_or(1)));
         }
         tokio::select! {
@@ -376,7 +374,7 @@ fn to_message(
 pub fn ack(state: &BrokerState, req: &AckMessageRequest) -> AckMessageResponse {
     let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
     let topic = req.topic.as_ref().map(|t| t.name.as_str()).unwrap_or("");
-    let now = store::commit_log::now_ms();
+    let now = message_model::now_ms();
     let entries: Vec<AckMessageResultEntry> = req
         .entries
         .iter()
@@ -437,7 +435,7 @@ pub fn change_invisible(
         topic,
         &req.receipt_handle,
         invisible,
-        store::commit_log::now_ms(),
+        message_model::now_ms(),
     ) {
         Ok(handle) => ChangeInvisibleDurationResponse {
             status: Some(ok()),
@@ -456,12 +454,10 @@ pub fn forward_to_dead_letter(
 ) -> ForwardMessageToDeadLetterQueueResponse {
     let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
     let topic = req.topic.as_ref().map(|t| t.name.as_str()).unwrap_or("");
-    let st = match state.pop.ack(
-        group,
-        topic,
-        &req.receipt_handle,
-        store::commit_log::now_ms(),
-    ) {
+    let st = match state
+        .pop
+        .ack(group, topic, &req.receipt_handle, message_model::now_ms())
+    {
         Ok(()) => {
             tracing::warn!(
                 group,

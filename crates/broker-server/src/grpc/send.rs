@@ -157,7 +157,7 @@ fn build_command(
     let born = sys
         .born_timestamp
         .as_ref()
-        .map_or_else(store::commit_log::now_ms, |t| {
+        .map_or_else(message_model::now_ms, |t| {
             t.seconds * 1000 + i64::from(t.nanos) / 1_000_000
         });
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {

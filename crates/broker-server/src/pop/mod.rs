@@ -127,7 +127,7 @@ pub struct PopRequest<'a> {
 /// A message handed out by a pop.
 #[derive(Debug, Clone)]
 pub struct PoppedMessage {
-    /// The whole stored record; decode it with [`store::record::check`].
+    /// The whole stored record; decode it with [`message_model::record::check`].
     pub record: Bytes,
     /// Queue id.
     pub queue_id: i32,

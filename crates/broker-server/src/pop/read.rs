@@ -3,10 +3,11 @@
 //! and scan budgets), each checked against the store and the tag filter.
 
 use bytes::Bytes;
-use store::{
+use message_model::{
+    properties::{self, keys},
     record::{self, Record},
-    MessageStore,
 };
+use store::MessageStore;
 
 use super::{
     handle::Handle,
@@ -248,10 +249,44 @@ fn read_at(
 /// The `TAGS` property of a stored record.
 fn tags_of(record: &[u8]) -> Option<&str> {
     match record::check(record, false) {
-        Record::Message(m) => m
-            .properties
-            .split('\u{2}')
-            .find_map(|p| p.strip_prefix("TAGS\u{1}")),
+        Record::Message(m) => properties::find(m.properties, keys::TAGS),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use message_model::MessageToStore;
+
+    use super::*;
+
+    fn stored(properties: &str) -> Vec<u8> {
+        let msg = MessageToStore {
+            topic: "T".into(),
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            store_host: "127.0.0.1:2".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Bytes::from_static(b"x"),
+            properties: properties.into(),
+        };
+        let mut out = Vec::new();
+        record::encode(&msg, 1024, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_tag_of_a_record_is_its_last_tags_property() {
+        assert_eq!(tags_of(&stored("KEYS\u{1}k\u{2}")), None);
+        assert_eq!(tags_of(&stored("TAGS\u{1}TagA\u{2}")), Some("TagA"));
+        assert_eq!(
+            tags_of(&stored("TAGS\u{1}TagA\u{2}TAGS\u{1}TagB\u{2}")),
+            Some("TagB")
+        );
+        assert_eq!(tags_of(b"not a record"), None);
     }
 }

@@ -13,7 +13,7 @@ use remoting_protocol::{
     header::{SendMessageRequestHeader, SendMessageResponseHeader},
     RemotingCommand, ResponseCode,
 };
-use store::{commit_log::AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
+use store::{AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
 
 use crate::{
     config::BrokerConfig, processor::bad_header, request::Job, state::BrokerState,
@@ -245,9 +245,7 @@ fn stored_response(
 /// Adds the broker's cluster name and, when the producer set none, a unique
 /// key; returns the properties and the unique key.
 fn complete_properties(properties: &str, cluster: &str, state: &BrokerState) -> (String, String) {
-    let uniq = properties
-        .split('\u{2}')
-        .find_map(|p| p.strip_prefix("UNIQ_KEY\u{1}"))
+    let uniq = message_model::properties::find(properties, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         .map(str::to_owned);
     let mut out = String::with_capacity(properties.len() + 64);
     out.push_str(properties);
@@ -259,10 +257,7 @@ fn complete_properties(properties: &str, cluster: &str, state: &BrokerState) -> 
             key
         }
     };
-    if !properties
-        .split('\u{2}')
-        .any(|p| p.starts_with("CLUSTER\u{1}"))
-    {
+    if message_model::properties::find(properties, keys::CLUSTER).is_none() {
         push_property(&mut out, keys::CLUSTER, cluster);
     }
     (out, uniq)
@@ -323,7 +318,7 @@ pub(crate) fn put_error_response(
 fn rand_index() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(store::commit_log::now_ms() as u64);
+    h.write_u64(message_model::now_ms() as u64);
     h.finish()
 }
 

@@ -15,6 +15,7 @@ use std::{
 };
 
 use broker_server::{testing, Broker};
+use message_model::record::{self, Record};
 use producer_client::{BusyPolicy, ProducerConfig};
 use remoting_net::{serve, CancellationToken, ClientOptions, Connection, Handler, RemotingClient};
 use remoting_protocol::{
@@ -128,7 +129,7 @@ impl TestBroker {
             if response.response_code() == ResponseCode::SUCCESS {
                 let mut rest = &response.body[..];
                 while !rest.is_empty() {
-                    let store::record::Record::Message(m) = store::record::check(rest, true) else {
+                    let Record::Message(m) = record::check(rest, true) else {
                         panic!("pulled body is not a sequence of records");
                     };
                     out.push(Pulled {

@@ -47,8 +47,8 @@ pub fn addr(s: &str) -> SocketAddr {
 
 /// Decodes a stored record's body.
 pub fn record_body(record: &[u8]) -> Vec<u8> {
-    match store::record::check(record, true) {
-        store::record::Record::Message(m) => m.body.to_vec(),
+    match message_model::record::check(record, true) {
+        message_model::record::Record::Message(m) => m.body.to_vec(),
         other => panic!("not a valid record: {other:?}"),
     }
 }

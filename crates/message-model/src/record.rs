@@ -13,11 +13,16 @@
 //! otherwise (16 bytes + port). The topic length is one byte under magic V1
 //! and two under V2, which is used for topics longer than 127 bytes. A file's
 //! unused tail starts with `[remaining i32, BLANK_MAGIC i32]`.
+//!
+//! The store writes records with [`encode`] and [`patch`] and reads them back
+//! with [`check`]; pull clients parse the records a broker sends with the
+//! same [`check`], so the layout has one home.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use bytes::Bytes;
-use message_model::flags::{BORNHOST_V6, STOREHOST_V6};
+
+use crate::flags::{BORNHOST_V6, STOREHOST_V6};
 
 /// Magic of a record whose topic length is one byte.
 pub const MAGIC_V1: i32 = 0xDAA3_20A7_u32 as i32;
@@ -28,7 +33,7 @@ pub const BLANK_MAGIC: i32 = 0xCBD4_3194_u32 as i32;
 /// Bytes of the end-of-file filler header.
 pub const BLANK_HEADER_LEN: usize = 8;
 /// Largest encoded properties (the length is an i16).
-pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
+pub const MAX_PROPERTIES_LEN: usize = crate::properties::MAX_PROPERTIES_LEN;
 /// Largest topic under magic V1.
 pub const MAX_TOPIC_LEN_V1: usize = 127;
 /// Largest topic under magic V2.

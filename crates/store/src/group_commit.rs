@@ -1,64 +1,22 @@
-//! Building blocks of the store's background threads: a wakeable sleep with
-//! a stop flag, and the group commit that completes SYNC_FLUSH appends once
-//! a flush covers them.
+//! The group commit, which completes SYNC_FLUSH appends once a flush covers
+//! them (or answers them when none does in time), and the [`FlushTicket`]
+//! through which an append is acknowledged.
 
 use std::{
     collections::VecDeque,
     sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
-        Condvar, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+        Arc, Condvar, Mutex, PoisonError,
     },
     time::{Duration, Instant},
 };
 
-/// A stop flag and a wake-up for one service thread.
-#[derive(Debug, Default)]
-pub(crate) struct Signal {
-    stop: AtomicBool,
-    sleeping: AtomicBool,
-    woken: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Signal {
-    /// Sleeps up to `timeout`, returning early when woken or stopped.
-    pub(crate) fn wait(&self, timeout: Duration) {
-        let mut woken = self.woken.lock().unwrap_or_else(PoisonError::into_inner);
-        if !*woken && !self.is_stopped() {
-            self.sleeping.store(true, Ordering::SeqCst);
-            woken = self
-                .cv
-                .wait_timeout(woken, timeout)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            self.sleeping.store(false, Ordering::SeqCst);
-        }
-        *woken = false;
-    }
-
-    /// Wakes the thread if it sleeps; cheap (one atomic load) when it does not.
-    pub(crate) fn wake(&self) {
-        if self.sleeping.load(Ordering::SeqCst) {
-            self.wake_now();
-        }
-    }
-
-    fn wake_now(&self) {
-        *self.woken.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.cv.notify_one();
-    }
-
-    /// Asks the thread to stop and wakes it.
-    pub(crate) fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.wake_now();
-    }
-
-    /// Reports whether the thread should stop.
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
-}
+use crate::{
+    commit_log::AppendResult,
+    services::Signal,
+    state::Inner,
+    store::{PutOutcome, PutStatus},
+};
 
 /// Why a SYNC_FLUSH wait ended without the flush.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -405,6 +363,153 @@ impl GroupCommit {
     }
 }
 
+/// An accepted append whose acknowledgement may still depend on a flush.
+///
+/// Under ASYNC_FLUSH, and for a message whose `WAIT` property is `false`, the
+/// append is acknowledged at once: [`FlushTicket::try_complete`] gives its
+/// outcome, and [`FlushTicket::on_durable`] runs its completion on the calling
+/// thread (no allocation, no hand-off). Under SYNC_FLUSH it is acknowledged
+/// once a group commit has flushed past its end offset:
+/// [`FlushTicket::on_durable`] hands the completion to the store's flush
+/// thread and returns at once, so the caller can serve something else while
+/// the flush runs; [`FlushTicket::wait`] blocks for the outcome instead.
+///
+/// The completion runs exactly once: with [`PutStatus::Ok`] when a flush
+/// covered the append, or [`PutStatus::FlushDiskTimeout`] when none did
+/// within `syncFlushTimeout` (fired by the store's timer thread even when no
+/// further append arrives and while a flush hangs), when flushing failed, or
+/// when the store shut down first. Completions of one flush run in offset
+/// order on the flush thread; they must be quick (hand the answer to a
+/// connection, a channel). At most 16,384 appends wait at once; a caller
+/// that would exceed that blocks in [`FlushTicket::on_durable`] until there
+/// is room (or its timeout passes), so a stalled disk slows the callers
+/// down instead of piling up answers.
+///
+/// Dropping a ticket leaves the message stored; nobody is told when it
+/// becomes durable.
+#[must_use = "the append is acknowledged through the ticket"]
+pub struct FlushTicket<'a> {
+    inner: &'a Inner,
+    append: AppendResult,
+    wait: bool,
+}
+
+impl std::fmt::Debug for FlushTicket<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushTicket")
+            .field("append", &self.append)
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+impl<'a> FlushTicket<'a> {
+    /// A ticket for `append`; `wait` says whether its acknowledgement waits
+    /// for a flush at all (SYNC_FLUSH and the message's `WAIT` property).
+    pub(crate) fn new(inner: &'a Inner, append: AppendResult, wait: bool) -> Self {
+        Self {
+            inner,
+            append,
+            wait,
+        }
+    }
+
+    /// Where the append landed.
+    pub fn append(&self) -> &AppendResult {
+        &self.append
+    }
+
+    /// Reports whether the acknowledgement waits for a flush that has not
+    /// covered the append yet.
+    pub fn must_wait(&self) -> bool {
+        self.wait && self.inner.commit_log.files().flushed_where() < self.append.end_offset()
+    }
+
+    /// The outcome at once when no flush needs waiting for (ASYNC_FLUSH,
+    /// `WAIT=false`, or already flushed); otherwise the ticket back.
+    ///
+    /// # Errors
+    /// The ticket itself when the outcome depends on a flush still to come.
+    pub fn try_complete(self) -> Result<PutOutcome, Self> {
+        if self.must_wait() {
+            return Err(self);
+        }
+        Ok(PutOutcome {
+            status: PutStatus::Ok,
+            append: self.append,
+        })
+    }
+
+    /// Runs `on_durable` once with the outcome: at once on this thread when
+    /// no flush needs waiting for, otherwise on the store's flush or timer
+    /// thread (see the type's documentation).
+    pub fn on_durable<F>(self, on_durable: F)
+    where
+        F: FnOnce(PutOutcome) + Send + 'static,
+    {
+        let ticket = match self.try_complete() {
+            Ok(outcome) => return on_durable(outcome),
+            Err(ticket) => ticket,
+        };
+        let FlushTicket { inner, append, .. } = ticket;
+        let end = append.end_offset();
+        let timeout = Duration::from_millis(inner.config.sync_flush_timeout);
+        inner.group_commit.register(
+            end,
+            timeout,
+            Box::new(move |result| {
+                let status = match result {
+                    Ok(()) => PutStatus::Ok,
+                    Err(_) => PutStatus::FlushDiskTimeout,
+                };
+                on_durable(PutOutcome { status, append });
+            }),
+        );
+    }
+
+    /// Blocks until the outcome is known (see the type's documentation).
+    pub fn wait(self) -> PutOutcome {
+        let ticket = match self.try_complete() {
+            Ok(outcome) => return outcome,
+            Err(ticket) => ticket,
+        };
+        let fallback = ticket.append.clone();
+        // The completion always comes (timeouts are fired by the timer
+        // thread); the bound here only guards against a stuck store.
+        let bound =
+            Duration::from_millis(ticket.inner.config.sync_flush_timeout) + Duration::from_secs(5);
+        let slot = Arc::new((Mutex::new(None::<PutOutcome>), Condvar::new()));
+        let filler = Arc::clone(&slot);
+        ticket.on_durable(move |outcome| {
+            *filler.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+            filler.1.notify_one();
+        });
+        let deadline = Instant::now() + bound;
+        let mut got = slot.0.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(outcome) = got.take() {
+                return outcome;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::error!(
+                    offset = fallback.physical_offset,
+                    "no flush outcome for a SYNC_FLUSH append; answering FLUSH_DISK_TIMEOUT"
+                );
+                return PutOutcome {
+                    status: PutStatus::FlushDiskTimeout,
+                    append: fallback,
+                };
+            }
+            got = slot
+                .1
+                .wait_timeout(got, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -575,23 +680,5 @@ mod tests {
         let (tx, _rx) = mpsc::channel();
         register(&gc, &tx, 10, Duration::from_secs(60));
         assert_eq!(flusher.join().unwrap(), 1);
-    }
-
-    #[test]
-    fn signal_wakes_a_sleeper_early() {
-        let s = Arc::new(Signal::default());
-        let sleeper = {
-            let s = Arc::clone(&s);
-            thread::spawn(move || {
-                let start = Instant::now();
-                s.wait(Duration::from_secs(30));
-                start.elapsed()
-            })
-        };
-        while !s.sleeping.load(Ordering::SeqCst) {
-            thread::yield_now();
-        }
-        s.wake();
-        assert!(sleeper.join().unwrap() < Duration::from_secs(30));
     }
 }

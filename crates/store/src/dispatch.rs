@@ -1,0 +1,186 @@
+//! The dispatch (RocketMQ's reput service): follows the CommitLog, writes a
+//! ConsumeQueue entry for every committed message, and tells the arrival
+//! listener which queues grew.
+
+use std::{
+    sync::{atomic::Ordering, Arc, PoisonError, RwLock},
+    time::Duration,
+};
+
+use message_model::{
+    flags::{transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE},
+    properties::{self, keys},
+    record::{self, Record, StoredMessage},
+};
+
+use crate::{
+    consume_queue::{ConsumeQueue, CqEntry},
+    state::{Inner, QueueMap},
+};
+
+/// Called after new messages were indexed: topic, queue id and the queue's
+/// new end offset.
+pub type ArrivalListener = dyn Fn(&str, i32, i64) + Send + Sync;
+
+/// Where the arrival listener is kept; empty until one is set.
+#[derive(Default)]
+pub(crate) struct ArrivalSlot(RwLock<Option<Arc<ArrivalListener>>>);
+
+impl ArrivalSlot {
+    /// Sets (or replaces) the listener.
+    pub(crate) fn set(&self, listener: Arc<ArrivalListener>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(listener);
+    }
+
+    fn get(&self) -> Option<Arc<ArrivalListener>> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl std::fmt::Debug for ArrivalSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArrivalSlot")
+    }
+}
+
+impl Inner {
+    /// Indexes every readable record after `reput_from`. Returns whether
+    /// anything was indexed.
+    pub(crate) fn dispatch_available(&self) -> bool {
+        let files = self.commit_log.files();
+        let mut from = self.reput_from.load(Ordering::Acquire);
+        let start = from;
+        let mut queues = QueueCache::default();
+        'log: while from < self.commit_log.readable_end() {
+            let Some(file) = files.find(from) else { break };
+            let data = file.committed_bytes();
+            let mut pos = (from - file.from_offset()) as usize;
+            while pos < data.len() {
+                match record::check(&data[pos..], false) {
+                    Record::Message(m) => {
+                        self.dispatch(&m, &mut queues);
+                        pos += m.total_size;
+                    }
+                    Record::Blank => pos = file.size(),
+                    Record::End => break,
+                    Record::Invalid(reason) => {
+                        let at = file.from_offset() + pos as u64;
+                        tracing::error!(
+                            offset = at,
+                            reason,
+                            "cannot index commit log record; dispatch stalls"
+                        );
+                        self.reput_from.store(at, Ordering::Release);
+                        break 'log;
+                    }
+                }
+            }
+            let reached = file.from_offset() + pos as u64;
+            if reached == from {
+                break;
+            }
+            from = reached;
+            self.reput_from.store(from, Ordering::Release);
+        }
+        if from > start {
+            if let Some(listener) = self.arrival.get() {
+                for q in queues.touched() {
+                    listener(q.topic(), q.queue_id(), q.max_offset());
+                }
+            }
+        }
+        from > start
+    }
+
+    fn dispatch(&self, m: &StoredMessage<'_>, queues: &mut QueueCache) {
+        if matches!(
+            transaction_type(m.sys_flag),
+            TRANSACTION_PREPARED_TYPE | TRANSACTION_ROLLBACK_TYPE
+        ) {
+            return;
+        }
+        let entry = CqEntry {
+            commit_log_offset: m.physical_offset,
+            size: m.total_size as i32,
+            tags_code: tags_code(m.properties),
+        };
+        let cq = queues.get(m.topic, m.queue_id, || {
+            self.queue_or_create(m.topic, m.queue_id)
+        });
+        if let Err(e) = cq.put(m.queue_offset, entry) {
+            tracing::error!(topic = m.topic, queue_id = m.queue_id, cause = %e, "cannot write consume queue entry");
+            self.commit_log
+                .poison(format!("consume queue write failed: {e}"));
+            return;
+        }
+        self.dispatched_ts
+            .fetch_max(m.store_timestamp, Ordering::AcqRel);
+    }
+
+    /// The `store-reput` thread: dispatches whatever is readable, polling
+    /// every millisecond when nothing is (appends also wake it).
+    pub(crate) fn run_reput(&self) {
+        while !self.reput.is_stopped() {
+            if !self.dispatch_available() {
+                self.reput.wait(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// The queues one dispatch pass has used, so that consecutive records skip
+/// the shared map and arrivals can be announced once per queue per pass.
+#[derive(Default)]
+struct QueueCache {
+    queues: QueueMap,
+}
+
+impl QueueCache {
+    fn get(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        load: impl FnOnce() -> Arc<ConsumeQueue>,
+    ) -> Arc<ConsumeQueue> {
+        if let Some(q) = self.queues.get(topic).and_then(|m| m.get(&queue_id)) {
+            return Arc::clone(q);
+        }
+        let q = load();
+        self.queues
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(queue_id, Arc::clone(&q));
+        q
+    }
+
+    fn touched(&self) -> impl Iterator<Item = &ConsumeQueue> {
+        self.queues.values().flat_map(|q| q.values()).map(|q| &**q)
+    }
+}
+
+/// The tag hash of a message's `TAGS` property (0 without tags).
+fn tags_code(properties: &str) -> i64 {
+    properties::find(properties, keys::TAGS).map_or(0, message_model::tag_hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tags_code_is_the_hash_of_the_last_tags_property() {
+        assert_eq!(tags_code(""), 0);
+        assert_eq!(tags_code("KEYS\u{1}k\u{2}"), 0);
+        assert_eq!(
+            tags_code("KEYS\u{1}k\u{2}TAGS\u{1}TagA\u{2}"),
+            message_model::tag_hash("TagA")
+        );
+        assert_eq!(
+            tags_code("TAGS\u{1}TagA\u{2}TAGS\u{1}TagB\u{2}"),
+            message_model::tag_hash("TagB")
+        );
+    }
+}
