@@ -109,7 +109,8 @@ impl E2eEnv {
         }
         client.close_all().await;
         let want = usize::try_from(queues)? * self.brokers.len();
-        let probe = PullConsumer::new(ConsumerConfig::new(&self.namesrv, "e2e-route-probe"))?;
+        let probe =
+            PullConsumer::start(ConsumerConfig::new(&self.namesrv, "e2e-route-probe")).await?;
         wait_for(Duration::from_secs(15), || async {
             probe
                 .fetch_queues(topic)

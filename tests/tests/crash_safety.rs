@@ -145,7 +145,9 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
     let mut next_index = 0u64;
     let mut child = start_broker(&bin, &dir, port, ns_port, flush);
     let offsets_consumer = Arc::new(
-        PullConsumer::new(ConsumerConfig::new(&format!("127.0.0.1:{ns_port}"), GROUP)).unwrap(),
+        PullConsumer::start(ConsumerConfig::new(&format!("127.0.0.1:{ns_port}"), GROUP))
+            .await
+            .unwrap(),
     );
     let commits: Arc<Mutex<Commits>> = Arc::default();
     let mut acked_before = 0;
@@ -299,10 +301,11 @@ fn fastrand_ms(cycle: usize) -> u64 {
 }
 
 async fn verify(ns_port: u16, topic: &str, acks: &[Ack]) {
-    let consumer = PullConsumer::new(ConsumerConfig::new(
+    let consumer = PullConsumer::start(ConsumerConfig::new(
         &format!("127.0.0.1:{ns_port}"),
         unique("crash-check-"),
     ))
+    .await
     .unwrap();
     // The restarted broker registers its routes at start; wait for them.
     let deadline = Instant::now() + Duration::from_secs(20);

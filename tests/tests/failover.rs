@@ -78,8 +78,9 @@ async fn busy_answers_are_retried_on_the_other_broker_or_surfaced_by_policy() {
     let topic = unique("Failover");
     create_topic(&env.brokers[0], &topic).await;
     create_topic(&slow.addr, &topic).await;
-    let probe =
-        PullConsumer::new(ConsumerConfig::new(&env.namesrv, unique("failover-probe-"))).unwrap();
+    let probe = PullConsumer::start(ConsumerConfig::new(&env.namesrv, unique("failover-probe-")))
+        .await
+        .unwrap();
     wait_for(Duration::from_secs(20), || async {
         probe.fetch_queues(&topic).await.is_ok_and(|q| q.len() == 8)
     })

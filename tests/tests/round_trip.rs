@@ -107,7 +107,9 @@ async fn every_sent_message_is_pulled_back_from_both_brokers() {
 
     // Pull every queue from its start until its end.
     let started = Instant::now();
-    let consumer = PullConsumer::new(ConsumerConfig::new(&env.namesrv, unique("e2e-rt-"))).unwrap();
+    let consumer = PullConsumer::start(ConsumerConfig::new(&env.namesrv, unique("e2e-rt-")))
+        .await
+        .unwrap();
     let queues = consumer.fetch_queues(&topic).await.unwrap();
     assert_eq!(queues.len(), 2 * usize::try_from(QUEUES).unwrap());
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -167,13 +169,12 @@ struct Seen {
 /// offset until every sent message has been handed over (at most 300 s).
 async fn push_back_everything(env: &E2eEnv, topic: &str, sent: &Arc<HashMap<String, usize>>) {
     let started = Instant::now();
-    let consumer = PushConsumer::new(ConsumerConfig {
+    let config = ConsumerConfig {
         consume_from_where: ConsumeFromWhere::FirstOffset,
-        consume_batch_max_size: 16,
+        consume_message_batch_max_size: 16,
         ..ConsumerConfig::new(&env.namesrv, unique("e2e-rt-push-"))
-    })
-    .unwrap();
-    consumer.subscribe(topic, "*").unwrap();
+    }
+    .subscribe(topic, "*");
     let seen: Arc<Mutex<Seen>> = Arc::default();
     let handler = {
         let (seen, sent) = (Arc::clone(&seen), Arc::clone(sent));
@@ -196,7 +197,7 @@ async fn push_back_everything(env: &E2eEnv, topic: &str, sent: &Arc<HashMap<Stri
             }
         })
     };
-    consumer.start(handler).await.unwrap();
+    let consumer = PushConsumer::start(config, handler).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
     while seen.lock().unwrap().deliveries.len() < sent.len() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -268,8 +268,12 @@ pub async fn consume(config: &ConsumeConfig) -> Result<ConsumeReport> {
     config.validate()?;
     let mut client_config = ConsumerConfig::new(&config.namesrv, config.group.clone());
     client_config.pull_batch_size = config.batch;
-    client_config.api_timeout = config.timeout;
-    let consumer = Arc::new(PullConsumer::new(client_config).context("make the pull consumer")?);
+    client_config.mq_client_api_timeout = config.timeout;
+    let consumer = Arc::new(
+        PullConsumer::start(client_config)
+            .await
+            .context("make the pull consumer")?,
+    );
     let queues = consumer
         .fetch_queues(&config.topic)
         .await

@@ -10,8 +10,10 @@ use thiserror::Error;
 pub(crate) const RETRY_AFTER_MS: &str = remoting_protocol::RETRY_AFTER_MS;
 
 /// Why a request to a broker or name server failed.
+///
+/// Not `non_exhaustive`: the clients convert every variant into one of
+/// their own, and a new variant must make them say which.
 #[derive(Debug, Error)]
-#[non_exhaustive]
 pub enum CallError {
     /// The budget ran out before an answer came.
     #[error("timed out after {timeout_ms} ms{}", waiting_on(.addr))]
@@ -91,7 +93,9 @@ impl CallError {
     }
 }
 
-fn waiting_on(addr: &Option<String>) -> String {
+/// The ` waiting on {addr}` end of a timeout's message; empty without an
+/// address.
+pub fn waiting_on(addr: &Option<String>) -> String {
     match addr {
         Some(a) => format!(" waiting on {a}"),
         None => String::new(),

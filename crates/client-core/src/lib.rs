@@ -28,6 +28,6 @@ pub mod route;
 
 pub use cache::{PublishRoute, RouteCache};
 pub use deadline::Deadline;
-pub use error::CallError;
+pub use error::{waiting_on, CallError};
 pub use namesrv::{addr_list, split_addrs, NameServers};
 pub use queue::MessageQueue;

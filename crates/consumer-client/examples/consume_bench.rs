@@ -96,10 +96,9 @@ async fn main() {
     // Latency: the send time travels in the body.
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let lat = Arc::clone(&latencies);
-    let consumer = PushConsumer::new(config("LatencyG")).unwrap();
-    consumer.subscribe("LatencyT", "*").unwrap();
-    consumer
-        .start(FnHandler(move |msgs: Vec<MessageExt>| {
+    let consumer = PushConsumer::start(
+        config("LatencyG").subscribe("LatencyT", "*"),
+        FnHandler(move |msgs: Vec<MessageExt>| {
             let lat = Arc::clone(&lat);
             async move {
                 let now = now_us();
@@ -109,9 +108,10 @@ async fn main() {
                 }
                 ConsumeStatus::Success
             }
-        }))
-        .await
-        .unwrap();
+        }),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let total = rate * seconds;
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
@@ -163,16 +163,16 @@ async fn main() {
     println!("pre-filled {prefill} x 1 KiB in {:?}", fill_start.elapsed());
     let consumed = Arc::new(AtomicUsize::new(0));
     let c2 = Arc::clone(&consumed);
-    let consumer = PushConsumer::new(config("DrainG")).unwrap();
-    consumer.subscribe("DrainT", "*").unwrap();
     let start = Instant::now();
-    consumer
-        .start(FnHandler(move |msgs: Vec<MessageExt>| {
+    let consumer = PushConsumer::start(
+        config("DrainG").subscribe("DrainT", "*"),
+        FnHandler(move |msgs: Vec<MessageExt>| {
             c2.fetch_add(msgs.len(), Ordering::Relaxed);
             async { ConsumeStatus::Success }
-        }))
-        .await
-        .unwrap();
+        }),
+    )
+    .await
+    .unwrap();
     while consumed.load(Ordering::Relaxed) < usize::try_from(prefill).unwrap()
         && start.elapsed() < Duration::from_secs(60)
     {

@@ -11,7 +11,7 @@ async fn main() -> Result<(), ConsumerError> {
     let mut args = std::env::args().skip(1);
     let namesrv = args.next().unwrap_or_else(|| "127.0.0.1:9876".to_owned());
     let topic = args.next().unwrap_or_else(|| "TopicTest".to_owned());
-    let consumer = PullConsumer::new(ConsumerConfig::new(&namesrv, "ExamplePullGroup"))?;
+    let consumer = PullConsumer::start(ConsumerConfig::new(&namesrv, "ExamplePullGroup")).await?;
     for queue in consumer.fetch_queues(&topic).await? {
         let mut offset = match consumer.fetch_consume_offset(&queue).await? {
             Some(o) => o,

@@ -18,10 +18,9 @@ async fn main() -> Result<(), ConsumerError> {
         consume_from_where: ConsumeFromWhere::FirstOffset,
         ..ConsumerConfig::new(&namesrv, "ExamplePushGroup")
     };
-    let consumer = PushConsumer::new(config)?;
-    consumer.subscribe(&topic, "*")?;
-    consumer
-        .start(FnHandler(|msgs: Vec<MessageExt>| async move {
+    let consumer = PushConsumer::start(
+        config.subscribe(&topic, "*"),
+        FnHandler(|msgs: Vec<MessageExt>| async move {
             for m in &msgs {
                 println!(
                     "queue {} offset {} id {} tags {:?}: {}",
@@ -33,8 +32,9 @@ async fn main() -> Result<(), ConsumerError> {
                 );
             }
             ConsumeStatus::Success
-        }))
-        .await?;
+        }),
+    )
+    .await?;
     println!(
         "consuming {topic} as {}; Ctrl-C to stop",
         consumer.client_id()

@@ -7,15 +7,15 @@ use std::{
     time::Duration,
 };
 
-use message_model::flags::{is_readable, PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND};
+use client_core::{route, CallError, Deadline, NameServers};
+use message_model::flags::{PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
-    body::{self, HeartbeatData, TopicRouteData},
+    body::{self, HeartbeatData},
     header::{
-        GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetRouteInfoRequestHeader,
-        OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
-        QueryConsumerOffsetRequestHeader, UnregisterClientRequestHeader,
-        UpdateConsumerOffsetRequestHeader,
+        GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
+        PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+        UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
     },
     CommandHeader, RemotingCommand, RequestCode, ResponseCode,
 };
@@ -45,7 +45,7 @@ pub(crate) struct PullSpec<'a> {
 #[derive(Debug)]
 pub(crate) struct Api {
     client: RemotingClient,
-    namesrv: Vec<String>,
+    namesrv: NameServers,
     timeout: Duration,
     /// Broker name to master address.
     brokers: Mutex<HashMap<String, String>>,
@@ -61,78 +61,34 @@ impl Api {
     pub(crate) fn new(namesrv: Vec<String>, timeout: Duration) -> Self {
         Self {
             client: RemotingClient::new(ClientOptions::default()),
-            namesrv,
+            namesrv: NameServers::new(namesrv),
             timeout,
             brokers: Mutex::default(),
         }
     }
 
-    /// The topic's readable queues on brokers that have a master, sorted.
+    /// The topic's readable queues on brokers that have a master, sorted;
+    /// remembers the brokers' master addresses.
     pub(crate) async fn topic_queues(
         &self,
         topic: &str,
     ) -> Result<Vec<MessageQueue>, ConsumerError> {
-        let route = self.route(topic).await?;
-        let mut masters = self.brokers.lock().unwrap_or_else(PoisonError::into_inner);
-        for b in &route.broker_datas {
-            if let Some(addr) = b.master_addr() {
-                masters.insert(b.broker_name.clone(), addr.to_owned());
-            }
-        }
-        let mut queues = Vec::new();
-        for q in &route.queue_datas {
-            if !is_readable(q.perm) || !masters.contains_key(&q.broker_name) {
-                continue;
-            }
-            for id in 0..u32::try_from(q.read_queue_nums).unwrap_or(0) {
-                queues.push(MessageQueue {
-                    topic: topic.to_owned(),
-                    broker_name: q.broker_name.clone(),
-                    queue_id: id,
-                });
-            }
-        }
-        if queues.is_empty() {
-            return Err(ConsumerError::NoRoute {
-                topic: topic.to_owned(),
-            });
-        }
-        queues.sort();
-        Ok(queues)
-    }
-
-    /// Asks each name server in turn for the topic's route.
-    async fn route(&self, topic: &str) -> Result<TopicRouteData, ConsumerError> {
-        let mut last = None;
-        for addr in &self.namesrv {
-            let req = RemotingCommand::request_with_header(
-                RequestCode::GET_ROUTEINFO_BY_TOPIC,
-                &GetRouteInfoRequestHeader {
-                    topic: topic.to_owned(),
-                    accept_standard_json_only: Some(true),
-                },
-            );
-            match self.call(addr, req, self.timeout).await {
-                Ok(resp) => {
-                    let bytes = body::quote_numeric_keys(&resp.body);
-                    return body::from_json(&bytes).map_err(|source| ConsumerError::Body {
-                        addr: addr.clone(),
-                        source,
-                    });
-                }
-                Err(ConsumerError::Broker { code, .. })
-                    if code == ResponseCode::TOPIC_NOT_EXIST =>
-                {
-                    last = Some(ConsumerError::NoRoute {
-                        topic: topic.to_owned(),
-                    });
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| ConsumerError::NoRoute {
+        let deadline = Deadline::new(self.timeout);
+        let no_route = || ConsumerError::NoRoute {
             topic: topic.to_owned(),
-        }))
+        };
+        let route = route::query(&self.client, &self.namesrv, topic, self.timeout, &deadline)
+            .await?
+            .ok_or_else(no_route)?;
+        self.brokers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(route::master_addrs(&route));
+        let queues = route::readable_queues(topic, &route);
+        if queues.is_empty() {
+            return Err(no_route());
+        }
+        Ok(queues)
     }
 
     /// The master address of a broker name seen in a route.
@@ -268,7 +224,9 @@ impl Api {
             self.client
                 .invoke_oneway(&addr, req)
                 .await
-                .map_err(|source| ConsumerError::Remoting { addr, source })
+                .map_err(|source| {
+                    CallError::from_client(&addr, source, millis(self.timeout)).into()
+                })
         }
     }
 
@@ -324,9 +282,9 @@ impl Api {
         req.set_ext("consumerGroup", group);
         let resp = self.call(addr, req, self.timeout).await?;
         let list: ConsumerIdList =
-            body::from_json(&resp.body).map_err(|source| ConsumerError::Body {
+            body::from_json(&resp.body).map_err(|e| ConsumerError::Protocol {
                 addr: addr.to_owned(),
-                source,
+                reason: format!("consumer list body: {e}"),
             })?;
         Ok(list.consumer_id_list)
     }
@@ -362,10 +320,7 @@ impl Api {
         self.client
             .invoke(addr, req, timeout)
             .await
-            .map_err(|source| ConsumerError::Remoting {
-                addr: addr.to_owned(),
-                source,
-            })
+            .map_err(|source| CallError::from_client(addr, source, millis(timeout)).into())
     }
 
     /// Sends a request; a code other than SUCCESS is an error.
@@ -385,24 +340,22 @@ impl Api {
 }
 
 fn broker_error(addr: &str, resp: &RemotingCommand) -> ConsumerError {
-    ConsumerError::Broker {
-        addr: addr.to_owned(),
-        code: resp.response_code(),
-        remark: resp.remark.clone().unwrap_or_default(),
-    }
+    CallError::refused(addr, resp).into()
 }
 
 fn decode<H: CommandHeader>(addr: &str, resp: &RemotingCommand) -> Result<H, ConsumerError> {
-    resp.decode_header()
-        .map_err(|source| ConsumerError::Header {
-            addr: addr.to_owned(),
-            source,
-        })
+    resp.decode_header().map_err(|e| ConsumerError::Protocol {
+        addr: addr.to_owned(),
+        reason: format!("response header: {e}"),
+    })
 }
 
-/// Java's `i32` queue id; ids come from routes, so they fit.
 fn wire_queue_id(mq: &MessageQueue) -> i32 {
-    i32::try_from(mq.queue_id).unwrap_or(i32::MAX)
+    mq.wire_queue_id()
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Java's `i64` offset; offsets above `i64::MAX` cannot exist.

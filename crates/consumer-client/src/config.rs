@@ -1,18 +1,26 @@
-//! Consumer settings, with RocketMQ's defaults.
+//! The consumers' settings, with RocketMQ's names and defaults
+//! (`DefaultMQPushConsumer`, `DefaultMQPullConsumer`, `ClientConfig`), plus
+//! the few Sluice adds.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
+
+use client_core::{addr_list, millis, split_addrs};
+use serde::{Deserialize, Serialize};
 
 use crate::ConsumerError;
 
 /// Where a group with no committed offset for a queue starts reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum ConsumeFromWhere {
     /// The queue's end: only messages sent from now on
     /// (`CONSUME_FROM_LAST_OFFSET`, RocketMQ's default).
     #[default]
+    #[serde(rename = "CONSUME_FROM_LAST_OFFSET")]
     LastOffset,
     /// The queue's first stored message (`CONSUME_FROM_FIRST_OFFSET`).
+    #[serde(rename = "CONSUME_FROM_FIRST_OFFSET")]
     FirstOffset,
 }
 
@@ -26,13 +34,17 @@ impl ConsumeFromWhere {
     }
 }
 
-/// Settings of a pull or push consumer.
-///
-/// Durations are named after RocketMQ's `DefaultMQPushConsumer` fields; the
-/// defaults are RocketMQ's unless a field says otherwise.
-#[derive(Debug, Clone)]
+/// Settings of a pull or push consumer. Keys deserialize in RocketMQ's
+/// camelCase (`consumerGroup`, `pullBatchSize`, ...); durations are in
+/// milliseconds; unknown keys are refused. The defaults are RocketMQ's
+/// unless a field says otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConsumerConfig {
-    /// Name server addresses (`host:port`); at least one.
+    /// Name servers, `host:port`. Deserializes from a list or from one
+    /// `;`-separated string as RocketMQ's `namesrvAddr`. Default: none; at
+    /// least one is required.
+    #[serde(deserialize_with = "addr_list")]
     pub namesrv_addr: Vec<String>,
     /// Consumer group; required.
     pub consumer_group: String,
@@ -40,143 +52,197 @@ pub struct ConsumerConfig {
     /// process id and a per-process counter, so two consumers of one process
     /// get distinct ids.
     pub instance_name: Option<String>,
+    /// A push consumer's subscriptions: topic to tag expression (`*` or
+    /// `TagA || TagB`). At least one for a push consumer; a pull consumer
+    /// ignores them.
+    pub subscription: BTreeMap<String, String>,
     /// Messages asked for per pull. Default 32, range 1..=1024.
     pub pull_batch_size: u32,
-    /// Messages handed to the handler per call. Default 1 (RocketMQ's
-    /// `consumeMessageBatchMaxSize`), range 1..=1024.
-    pub consume_batch_max_size: usize,
-    /// Cached messages per queue above which pulling pauses. Default 1000.
+    /// Messages handed to the handler per call. Default 1, range 1..=1024.
+    pub consume_message_batch_max_size: usize,
+    /// Cached messages per queue above which pulling pauses. Default 1000;
+    /// at least 1.
     pub pull_threshold_for_queue: usize,
-    /// Cached body bytes per queue above which pulling pauses. Default 100 MiB.
-    pub pull_threshold_size_for_queue_bytes: u64,
-    /// Handler calls running at once (`consumeThreadMax`). Default 20.
+    /// Cached body MiB per queue above which pulling pauses. Default 100;
+    /// at least 1.
+    pub pull_threshold_size_for_queue: u64,
+    /// Handler calls running at once. Default 20; at least 1.
     pub consume_thread_max: usize,
-    /// How long the broker may hold a pull that finds nothing. Default 15 s.
-    pub suspend_timeout: Duration,
-    /// RPC timeout of a long-polling pull; must exceed `suspend_timeout`.
-    /// Default 30 s.
-    pub pull_timeout: Duration,
-    /// RPC timeout of every other request. Default 3 s.
-    pub api_timeout: Duration,
-    /// How often consumed offsets are sent to the brokers. Default 5 s.
-    pub persist_offset_interval: Duration,
-    /// How often queues are reassigned unconditionally. Default 20 s.
+    /// How long the broker may hold a pull that finds nothing
+    /// (`brokerSuspendMaxTimeMillis`). Default 15000 ms.
+    #[serde(rename = "brokerSuspendMaxTimeMillis", with = "millis")]
+    pub broker_suspend_max_time: Duration,
+    /// Timeout of a long-polling pull (`consumerTimeoutMillisWhenSuspend`);
+    /// must exceed `brokerSuspendMaxTimeMillis`. Default 30000 ms.
+    #[serde(rename = "consumerTimeoutMillisWhenSuspend", with = "millis")]
+    pub consumer_timeout_when_suspend: Duration,
+    /// Timeout of every other request and of route queries. Default 3000 ms;
+    /// more than 0.
+    #[serde(with = "millis")]
+    pub mq_client_api_timeout: Duration,
+    /// How often consumed offsets are sent to the brokers. Default 5000 ms.
+    #[serde(with = "millis")]
+    pub persist_consumer_offset_interval: Duration,
+    /// How often queues are reassigned unconditionally. Default 20000 ms
+    /// (RocketMQ's rebalance wait).
+    #[serde(with = "millis")]
     pub rebalance_interval: Duration,
     /// How often the group's member list is checked; a change triggers a
-    /// rebalance at once. Default 1 s (RocketMQ is told by the broker with
-    /// `NOTIFY_CONSUMER_IDS_CHANGED` instead; this client ignores server
-    /// requests, so it polls).
+    /// rebalance at once. Default 1000 ms. Sluice's: a RocketMQ broker tells
+    /// its clients with `NOTIFY_CONSUMER_IDS_CHANGED`, which this client
+    /// does not serve, so it polls.
+    #[serde(with = "millis")]
     pub membership_check_interval: Duration,
-    /// How often heartbeats are sent. Default 30 s.
-    pub heartbeat_interval: Duration,
+    /// How often heartbeats are sent. Default 30000 ms.
+    #[serde(with = "millis")]
+    pub heartbeat_broker_interval: Duration,
     /// Where a queue with no committed offset starts. Default last offset.
     pub consume_from_where: ConsumeFromWhere,
     /// Wait before a batch the handler asked to retry is handed to it again.
-    /// Default 1 s (RocketMQ's first retry delay level is 10 s, via the
-    /// broker; see the crate docs).
+    /// Default 1000 ms. Sluice's: RocketMQ sends such a batch back to the
+    /// broker instead (see the crate docs).
+    #[serde(with = "millis")]
     pub retry_backoff: Duration,
-    /// Pause of a queue's pulling while its cache is over a threshold.
-    /// Default 50 ms.
-    pub flow_control_pause: Duration,
-    /// Wait after a failed pull. Default 3 s.
-    pub pull_error_delay: Duration,
-    /// How long `shutdown` waits for running handlers. Default 10 s.
-    pub shutdown_timeout: Duration,
+    /// Pause of a queue's pulling while its cache is over a threshold
+    /// (`pullTimeDelayMillsWhenFlowControl`). Default 50 ms.
+    #[serde(rename = "pullTimeDelayMillsWhenFlowControl", with = "millis")]
+    pub pull_time_delay_when_flow_control: Duration,
+    /// Wait after a failed pull (`pullTimeDelayMillsWhenException`).
+    /// Default 3000 ms.
+    #[serde(rename = "pullTimeDelayMillsWhenException", with = "millis")]
+    pub pull_time_delay_when_exception: Duration,
+    /// How long `shutdown` waits for running handlers
+    /// (`awaitTerminationMillisWhenShutdown`). Default 10000 ms (RocketMQ:
+    /// 0, no wait).
+    #[serde(rename = "awaitTerminationMillisWhenShutdown", with = "millis")]
+    pub await_termination_when_shutdown: Duration,
 }
 
 impl Default for ConsumerConfig {
     fn default() -> Self {
         Self {
-            namesrv_addr: vec!["127.0.0.1:9876".to_owned()],
+            namesrv_addr: Vec::new(),
             consumer_group: String::new(),
             instance_name: None,
+            subscription: BTreeMap::new(),
             pull_batch_size: 32,
-            consume_batch_max_size: 1,
+            consume_message_batch_max_size: 1,
             pull_threshold_for_queue: 1000,
-            pull_threshold_size_for_queue_bytes: 100 * 1024 * 1024,
+            pull_threshold_size_for_queue: 100,
             consume_thread_max: 20,
-            suspend_timeout: Duration::from_secs(15),
-            pull_timeout: Duration::from_secs(30),
-            api_timeout: Duration::from_secs(3),
-            persist_offset_interval: Duration::from_secs(5),
+            broker_suspend_max_time: Duration::from_secs(15),
+            consumer_timeout_when_suspend: Duration::from_secs(30),
+            mq_client_api_timeout: Duration::from_secs(3),
+            persist_consumer_offset_interval: Duration::from_secs(5),
             rebalance_interval: Duration::from_secs(20),
             membership_check_interval: Duration::from_secs(1),
-            heartbeat_interval: Duration::from_secs(30),
+            heartbeat_broker_interval: Duration::from_secs(30),
             consume_from_where: ConsumeFromWhere::LastOffset,
             retry_backoff: Duration::from_secs(1),
-            flow_control_pause: Duration::from_millis(50),
-            pull_error_delay: Duration::from_secs(3),
-            shutdown_timeout: Duration::from_secs(10),
+            pull_time_delay_when_flow_control: Duration::from_millis(50),
+            pull_time_delay_when_exception: Duration::from_secs(3),
+            await_termination_when_shutdown: Duration::from_secs(10),
         }
     }
 }
 
 impl ConsumerConfig {
     /// A default configuration for `group` using the given name servers
-    /// (`;`- or `,`-separated).
+    /// (`;`-separated as RocketMQ's `namesrvAddr`).
     pub fn new(namesrv_addrs: &str, group: impl Into<String>) -> Self {
         Self {
-            namesrv_addr: namesrv_addrs
-                .split([';', ','])
-                .map(str::trim)
-                .filter(|a| !a.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            namesrv_addr: split_addrs(namesrv_addrs),
             consumer_group: group.into(),
             ..Self::default()
         }
     }
 
+    /// Adds a subscription: `topic` with a tag expression (`*` or
+    /// `TagA || TagB`).
+    #[must_use]
+    pub fn subscribe(mut self, topic: &str, expression: &str) -> Self {
+        self.subscription
+            .insert(topic.to_owned(), expression.trim().to_owned());
+        self
+    }
+
+    /// The cached body bytes per queue above which pulling pauses.
+    pub fn pull_threshold_size_for_queue_bytes(&self) -> u64 {
+        self.pull_threshold_size_for_queue
+            .saturating_mul(1024 * 1024)
+    }
+
     /// Checks every value and the rules between them.
     ///
     /// # Errors
-    /// [`ConsumerError::Config`] naming the key.
+    /// [`ConsumerError::Config`] naming the key, the value and what is allowed.
     pub fn validate(&self) -> Result<(), ConsumerError> {
-        let fail = |key, reason: &str| {
+        let invalid = |key: &'static str, value: String, allowed: &str| {
             Err(ConsumerError::Config {
                 key,
-                reason: reason.to_owned(),
+                value,
+                allowed: allowed.to_owned(),
             })
         };
-        if self.namesrv_addr.is_empty() {
-            return fail("namesrvAddr", "at least one name server is needed");
-        }
-        if self.consumer_group.trim().is_empty() {
-            return fail("consumerGroup", "must not be empty");
-        }
-        if !(1..=1024).contains(&self.pull_batch_size) {
-            return fail("pullBatchSize", "must be in 1..=1024");
-        }
-        if !(1..=1024).contains(&self.consume_batch_max_size) {
-            return fail("consumeMessageBatchMaxSize", "must be in 1..=1024");
-        }
-        if self.pull_threshold_for_queue == 0 {
-            return fail("pullThresholdForQueue", "must be at least 1");
-        }
-        if self.pull_threshold_size_for_queue_bytes == 0 {
-            return fail("pullThresholdSizeForQueue", "must be at least 1 byte");
-        }
-        if self.consume_thread_max == 0 {
-            return fail("consumeThreadMax", "must be at least 1");
-        }
-        if self.pull_timeout <= self.suspend_timeout {
-            return fail(
-                "consumerPullTimeoutMillis",
-                "must exceed brokerSuspendMaxTimeMillis",
+        if self.namesrv_addr.is_empty() || self.namesrv_addr.iter().any(|a| a.trim().is_empty()) {
+            return invalid(
+                "namesrvAddr",
+                self.namesrv_addr.join(";"),
+                "one or more host:port addresses",
             );
         }
-        let intervals = [
+        if self.consumer_group.trim().is_empty() {
+            return invalid(
+                "consumerGroup",
+                self.consumer_group.clone(),
+                "a non-empty name",
+            );
+        }
+        for (key, value) in [
+            ("pullBatchSize", self.pull_batch_size as usize),
+            (
+                "consumeMessageBatchMaxSize",
+                self.consume_message_batch_max_size,
+            ),
+        ] {
+            if !(1..=1024).contains(&value) {
+                return invalid(key, value.to_string(), "1..=1024");
+            }
+        }
+        for (key, value) in [
+            (
+                "pullThresholdForQueue",
+                self.pull_threshold_for_queue as u64,
+            ),
+            (
+                "pullThresholdSizeForQueue",
+                self.pull_threshold_size_for_queue,
+            ),
+            ("consumeThreadMax", self.consume_thread_max as u64),
+        ] {
+            if value == 0 {
+                return invalid(key, value.to_string(), "at least 1");
+            }
+        }
+        if self.consumer_timeout_when_suspend <= self.broker_suspend_max_time {
+            return invalid(
+                "consumerTimeoutMillisWhenSuspend",
+                self.consumer_timeout_when_suspend.as_millis().to_string(),
+                "more than brokerSuspendMaxTimeMillis",
+            );
+        }
+        for (key, d) in [
+            ("mqClientApiTimeout", self.mq_client_api_timeout),
             (
                 "persistConsumerOffsetInterval",
-                self.persist_offset_interval,
+                self.persist_consumer_offset_interval,
             ),
             ("rebalanceInterval", self.rebalance_interval),
             ("membershipCheckInterval", self.membership_check_interval),
-            ("heartbeatBrokerInterval", self.heartbeat_interval),
-        ];
-        for (key, d) in intervals {
+            ("heartbeatBrokerInterval", self.heartbeat_broker_interval),
+        ] {
             if d.is_zero() {
-                return fail(key, "must be positive");
+                return invalid(key, "0".to_owned(), "more than 0 ms");
             }
         }
         Ok(())
@@ -194,7 +260,8 @@ mod tests {
         assert!(c.validate().is_ok());
         assert_eq!(c.pull_batch_size, 32);
         assert_eq!(c.pull_threshold_for_queue, 1000);
-        assert_eq!(c.suspend_timeout, Duration::from_secs(15));
+        assert_eq!(c.pull_threshold_size_for_queue_bytes(), 100 * 1024 * 1024);
+        assert_eq!(c.broker_suspend_max_time, Duration::from_secs(15));
     }
 
     #[test]
@@ -212,9 +279,33 @@ mod tests {
     #[test]
     fn a_pull_timeout_below_the_suspend_timeout_is_refused() {
         let c = ConsumerConfig {
-            pull_timeout: Duration::from_secs(1),
+            consumer_timeout_when_suspend: Duration::from_secs(1),
             ..ConsumerConfig::new("a:1", "G")
         };
-        assert!(c.validate().is_err());
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("consumerTimeoutMillisWhenSuspend = \"1000\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn keys_deserialize_with_rocketmq_names_and_unknown_ones_are_refused() {
+        let c: ConsumerConfig = serde_json::from_str(
+            r#"{"namesrvAddr": "a:1;b:2", "consumerGroup": "G",
+                "brokerSuspendMaxTimeMillis": 2000, "consumerTimeoutMillisWhenSuspend": 5000,
+                "pullThresholdSizeForQueue": 8, "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                "subscription": {"T": "A || B"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.namesrv_addr, ["a:1", "b:2"]);
+        assert_eq!(c.broker_suspend_max_time, Duration::from_secs(2));
+        assert_eq!(c.pull_threshold_size_for_queue_bytes(), 8 << 20);
+        assert_eq!(c.consume_from_where, ConsumeFromWhere::FirstOffset);
+        assert_eq!(c.subscription["T"], "A || B");
+        assert_eq!(c.pull_batch_size, 32, "absent keys keep their defaults");
+        assert!(c.validate().is_ok());
+        let unknown = serde_json::from_str::<ConsumerConfig>(r#"{"suspendTimeout": 1}"#);
+        assert!(unknown.unwrap_err().to_string().contains("suspendTimeout"));
     }
 }

@@ -1,31 +1,44 @@
-//! The one error type of the consumers.
+//! The one error type of the consumers. The failures it shares with the
+//! producer (configuration, timeout, connection, refusal, bad answer, no
+//! route, unknown broker) carry the same names and fields there.
 
+use client_core::{waiting_on, CallError};
 use remoting_net::ClientError;
-use remoting_protocol::{body::BodyError, HeaderError, ResponseCode};
+use remoting_protocol::ResponseCode;
 use thiserror::Error;
 
 /// Why a consumer operation failed.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ConsumerError {
-    /// A configuration value is refused.
-    #[error("invalid consumer config `{key}`: {reason}")]
+    /// A configuration value was refused.
+    #[error("invalid consumer configuration: {key} = {value:?}; allowed: {allowed}")]
     Config {
-        /// The offending key.
+        /// The configuration key (RocketMQ's name).
         key: &'static str,
+        /// The value given.
+        value: String,
         /// What is allowed.
-        reason: String,
+        allowed: String,
     },
-    /// A request got no response (connect failure, timeout, closed connection).
-    #[error("request to {addr} failed: {source}")]
-    Remoting {
+    /// No answer came within the request's timeout.
+    #[error("request timed out after {timeout_ms} ms{}", waiting_on(.addr))]
+    Timeout {
+        /// The timeout that ran out.
+        timeout_ms: u64,
+        /// The server the request waited on, if one was under way.
+        addr: Option<String>,
+    },
+    /// The connection failed or closed before the answer came.
+    #[error("connection to {addr} failed: {source}")]
+    Connection {
         /// The server's address.
         addr: String,
-        /// The transport error.
+        /// What the transport reported.
         #[source]
         source: ClientError,
     },
-    /// A server answered with an error code.
+    /// A broker or name server answered with an error code.
     #[error("{addr} answered {code}: {remark}")]
     Broker {
         /// The server's address.
@@ -34,37 +47,19 @@ pub enum ConsumerError {
         code: ResponseCode,
         /// The server's remark.
         remark: String,
+        /// Sluice's suggested back-off (`retryAfterMs`) on a busy answer.
+        retry_after_ms: Option<u64>,
     },
-    /// A response header could not be read.
-    #[error("bad response header from {addr}: {source}")]
-    Header {
+    /// An answer (header, body or pulled record) could not be read.
+    #[error("bad answer from {addr}: {reason}")]
+    Protocol {
         /// The server's address.
         addr: String,
-        /// The header error.
-        #[source]
-        source: HeaderError,
-    },
-    /// A response body could not be read.
-    #[error("bad response body from {addr}: {source}")]
-    Body {
-        /// The server's address.
-        addr: String,
-        /// The body error.
-        #[source]
-        source: BodyError,
-    },
-    /// A pulled record could not be parsed.
-    #[error("bad record at byte {position} of a pull from {addr}: {reason}")]
-    Record {
-        /// The server's address.
-        addr: String,
-        /// Where in the response body the record starts.
-        position: usize,
-        /// What is wrong with it.
-        reason: &'static str,
+        /// What was wrong.
+        reason: String,
     },
     /// No name server knows the topic, or no broker of it has a master.
-    #[error("no route for topic {topic}")]
+    #[error("no route info of topic {topic}")]
     NoRoute {
         /// The topic.
         topic: String,
@@ -75,10 +70,33 @@ pub enum ConsumerError {
         /// The broker name.
         broker_name: String,
     },
-    /// The operation needs a consumer in another state.
-    #[error("consumer is {state}")]
-    State {
-        /// The state the consumer is in.
-        state: &'static str,
-    },
+}
+
+impl ConsumerError {
+    /// Reports whether this is a broker's `SYSTEM_BUSY` answer.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, ConsumerError::Broker { code, .. } if *code == ResponseCode::SYSTEM_BUSY)
+    }
+}
+
+impl From<CallError> for ConsumerError {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Timeout { timeout_ms, addr } => ConsumerError::Timeout { timeout_ms, addr },
+            CallError::Connection { addr, source } => ConsumerError::Connection { addr, source },
+            CallError::Broker {
+                addr,
+                code,
+                remark,
+                retry_after_ms,
+            } => ConsumerError::Broker {
+                addr,
+                code,
+                remark,
+                retry_after_ms,
+            },
+            CallError::Protocol { addr, reason } => ConsumerError::Protocol { addr, reason },
+            CallError::NoRoute { topic } => ConsumerError::NoRoute { topic },
+        }
+    }
 }

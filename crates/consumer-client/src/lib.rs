@@ -11,16 +11,14 @@
 //! # async fn run() -> Result<(), consumer_client::ConsumerError> {
 //! use consumer_client::{ConsumeStatus, ConsumerConfig, FnHandler, PushConsumer};
 //!
-//! let consumer = PushConsumer::new(ConsumerConfig::new("127.0.0.1:9876", "G"))?;
-//! consumer.subscribe("TopicTest", "TagA || TagB")?;
-//! consumer
-//!     .start(FnHandler(|msgs: Vec<consumer_client::MessageExt>| async move {
-//!         for m in &msgs {
-//!             println!("{} {:?}", m.msg_id, m.body);
-//!         }
-//!         ConsumeStatus::Success
-//!     }))
-//!     .await?;
+//! let config = ConsumerConfig::new("127.0.0.1:9876", "G").subscribe("TopicTest", "TagA || TagB");
+//! let handler = FnHandler(|msgs: Vec<consumer_client::MessageExt>| async move {
+//!     for m in &msgs {
+//!         println!("{} {:?}", m.msg_id, m.body);
+//!     }
+//!     ConsumeStatus::Success
+//! });
+//! let consumer = PushConsumer::start(config, handler).await?;
 //! // ...
 //! consumer.shutdown().await;
 //! # Ok(())
@@ -39,7 +37,7 @@
 //!
 //! - the consumer crashes or is killed after the handler succeeded but before
 //!   the offset reached the broker (offsets are sent every
-//!   `persist_offset_interval`, piggy-backed on pulls, when a rebalance
+//!   `persistConsumerOffsetInterval`, piggy-backed on pulls, when a rebalance
 //!   releases a queue, and at [`PushConsumer::shutdown`]);
 //! - a rebalance moves a queue before its old owner committed everything it
 //!   handled (a handler still running when the queue is released keeps
@@ -48,7 +46,7 @@
 //! - a message with a lower offset is slow or retried: messages above it
 //!   stay uncommitted until it succeeds, and are handled again after a crash;
 //! - the handler returns [`ConsumeStatus::RetryLater`]: the whole batch is
-//!   handed over again after `retry_backoff`.
+//!   handed over again after `retryBackoff`.
 //!
 //! Handlers must therefore be idempotent (dedupe on [`MessageExt::msg_id`],
 //! the producer's `UNIQ_KEY`).
@@ -56,16 +54,16 @@
 //! Retries stay in this process: RocketMQ sends a failed message back to the
 //! broker (`CONSUMER_SEND_MSG_BACK`) into the group's `%RETRY%` topic with a
 //! growing delay and, after 16 attempts, into `%DLQ%`. Here the batch stays
-//! in the queue's cache and is retried after `retry_backoff`, without limit;
+//! in the queue's cache and is retried after `retryBackoff`, without limit;
 //! it also holds the queue's commit offset back (and, once the cache fills,
 //! the queue's pulling), which RocketMQ's send-back avoids.
 //!
 //! # Invariants worth naming
 //! - A released queue's offset is committed once, after its pull task
 //!   stopped, and no later handler result can move it again.
-//! - At most `consume_thread_max` handler calls run at once; a queue is not
-//!   pulled while it caches more than `pull_threshold_for_queue` messages or
-//!   `pull_threshold_size_for_queue_bytes` body bytes.
+//! - At most `consumeThreadMax` handler calls run at once; a queue is not
+//!   pulled while it caches more than `pullThresholdForQueue` messages or
+//!   `pullThresholdSizeForQueue` MiB of bodies.
 #![deny(clippy::unwrap_used)]
 
 mod allocate;
@@ -81,10 +79,11 @@ mod queue_task;
 mod stats;
 
 pub use allocate::allocate_averagely;
+pub use client_core::MessageQueue;
 pub use config::{ConsumeFromWhere, ConsumerConfig};
 pub use error::ConsumerError;
 pub use handler::{ConsumeStatus, FnHandler, MessageHandler};
-pub use message::{MessageExt, MessageQueue};
+pub use message::MessageExt;
 pub use pull::{PullConsumer, PullOptions, PullResult, PullStatus};
 pub use push::PushConsumer;
 pub use stats::ConsumerStats;

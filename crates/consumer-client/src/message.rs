@@ -1,4 +1,4 @@
-//! Queues and pulled messages, decoded from raw CommitLog records.
+//! Pulled messages, decoded from raw CommitLog records.
 
 use std::collections::BTreeMap;
 
@@ -10,23 +10,6 @@ use message_model::{
 };
 
 use crate::ConsumerError;
-
-/// One queue of a topic on one broker.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MessageQueue {
-    /// Topic.
-    pub topic: String,
-    /// Name of the broker (group) holding the queue.
-    pub broker_name: String,
-    /// Queue id.
-    pub queue_id: u32,
-}
-
-impl std::fmt::Display for MessageQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}@{}#{}", self.topic, self.broker_name, self.queue_id)
-    }
-}
 
 /// A pulled message with where it was stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,10 +46,9 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
     let mut pos = 0;
     while pos < body.len() {
         let rest = body.get(pos..).unwrap_or_default();
-        let bad = |reason| ConsumerError::Record {
+        let bad = |reason: &str| ConsumerError::Protocol {
             addr: addr.to_owned(),
-            position: pos,
-            reason,
+            reason: format!("bad record at byte {pos} of a pull: {reason}"),
         };
         let msg = match check(rest, false) {
             Record::Message(m) => m,
@@ -187,7 +169,7 @@ mod tests {
         let cut = Bytes::copy_from_slice(&body[..body.len() - 2]);
         assert!(matches!(
             decode_records("b", &cut),
-            Err(ConsumerError::Record { position: 0, .. })
+            Err(ConsumerError::Protocol { ref reason, .. }) if reason.starts_with("bad record at byte 0 ")
         ));
     }
 }

@@ -68,14 +68,14 @@ pub struct PullConsumer {
 }
 
 impl PullConsumer {
-    /// Checks the configuration and makes a consumer; connections are made on
-    /// first use.
+    /// Checks the configuration and starts a consumer; connections are made
+    /// on first use.
     ///
     /// # Errors
     /// [`ConsumerError::Config`].
-    pub fn new(config: ConsumerConfig) -> Result<Self, ConsumerError> {
+    pub async fn start(config: ConsumerConfig) -> Result<Self, ConsumerError> {
         config.validate()?;
-        let api = Api::new(config.namesrv_addr.clone(), config.api_timeout);
+        let api = Api::new(config.namesrv_addr.clone(), config.mq_client_api_timeout);
         Ok(Self { config, api })
     }
 
@@ -119,8 +119,13 @@ impl PullConsumer {
         options: &PullOptions,
     ) -> Result<PullResult, ConsumerError> {
         let timeout = match options.suspend {
-            Some(s) => s + self.config.api_timeout.max(Duration::from_secs(5)),
-            None => self.config.api_timeout,
+            Some(s) => {
+                s + self
+                    .config
+                    .mq_client_api_timeout
+                    .max(Duration::from_secs(5))
+            }
+            None => self.config.mq_client_api_timeout,
         };
         let spec = PullSpec {
             group: &self.config.consumer_group,

@@ -2,10 +2,10 @@
 //! long-polls them and hands messages to a handler.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     future::Future,
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Mutex, PoisonError,
     },
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -43,7 +43,6 @@ pub(crate) struct Inner {
     pub(crate) config: ConsumerConfig,
     pub(crate) api: Api,
     pub(crate) client_id: String,
-    subscriptions: Mutex<BTreeMap<String, String>>,
     owned: Mutex<HashMap<MessageQueue, Owned>>,
     /// Each topic's queues at the last route lookup.
     routes: Mutex<HashMap<String, Vec<MessageQueue>>>,
@@ -52,7 +51,8 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     pub(crate) pool: Arc<Semaphore>,
     pub(crate) stop: CancellationToken,
-    state: Mutex<State>,
+    /// Cleared by the first `shutdown`.
+    running: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -62,22 +62,30 @@ struct Owned {
     task: JoinHandle<()>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Created,
-    Running,
-    Stopped,
-}
-
 static INSTANCE: AtomicU64 = AtomicU64::new(0);
 
 impl PushConsumer {
-    /// Checks the configuration and makes a consumer.
+    /// Checks the configuration and starts consuming its subscriptions:
+    /// looks up routes, sends a heartbeat, takes this member's share of the
+    /// queues, then keeps heartbeats, rebalancing and offset persistence
+    /// going in the background.
     ///
     /// # Errors
-    /// [`ConsumerError::Config`].
-    pub fn new(config: ConsumerConfig) -> Result<Self, ConsumerError> {
+    /// [`ConsumerError::Config`], also for a configuration without a
+    /// subscription. A topic without a route is not an error: it is looked
+    /// up again at every rebalance.
+    pub async fn start<H: MessageHandler>(
+        config: ConsumerConfig,
+        handler: H,
+    ) -> Result<Self, ConsumerError> {
         config.validate()?;
+        if config.subscription.is_empty() {
+            return Err(ConsumerError::Config {
+                key: "subscription",
+                value: "{}".to_owned(),
+                allowed: "at least one topic with its tag expression".to_owned(),
+            });
+        }
         let instance = config.instance_name.clone().unwrap_or_else(|| {
             format!(
                 "{}#{}",
@@ -86,37 +94,39 @@ impl PushConsumer {
             )
         });
         let ip = local_ip(config.namesrv_addr.first().map_or("", String::as_str));
-        let inner = Inner {
-            api: Api::new(config.namesrv_addr.clone(), config.api_timeout),
+        let inner = Arc::new(Inner {
+            api: Api::new(config.namesrv_addr.clone(), config.mq_client_api_timeout),
             client_id: format!("{ip}@{instance}"),
-            subscriptions: Mutex::default(),
             owned: Mutex::default(),
             routes: Mutex::default(),
             offsets: Mutex::default(),
             counters: Counters::default(),
             pool: Arc::new(Semaphore::new(config.consume_thread_max)),
             stop: CancellationToken::new(),
-            state: Mutex::new(State::Created),
+            running: AtomicBool::new(true),
             config,
-        };
+        });
+        let handler = Arc::new(handler);
+        inner.heartbeat_all().await;
+        inner.rebalance(&handler, true).await;
+        let tasks = vec![
+            tokio::spawn(rebalance_loop(Arc::clone(&inner), handler)),
+            tokio::spawn(every(
+                Arc::clone(&inner),
+                inner.config.heartbeat_broker_interval,
+                |i| async move { i.heartbeat_all().await },
+            )),
+            tokio::spawn(every(
+                Arc::clone(&inner),
+                inner.config.persist_consumer_offset_interval,
+                |i| async move { i.persist_offsets(false).await },
+            )),
+        ];
+        tracing::info!(group = %inner.config.consumer_group, client = %inner.client_id, "push consumer started");
         Ok(Self {
-            inner: Arc::new(inner),
-            tasks: Mutex::default(),
+            inner,
+            tasks: Mutex::new(tasks),
         })
-    }
-
-    /// Subscribes to `topic` with a tag expression: `*` or `TagA || TagB`.
-    ///
-    /// # Errors
-    /// [`ConsumerError::State`] once the consumer has started.
-    pub fn subscribe(&self, topic: &str, expression: &str) -> Result<(), ConsumerError> {
-        if *lock(&self.inner.state) != State::Created {
-            return Err(ConsumerError::State {
-                state: "already started",
-            });
-        }
-        lock(&self.inner.subscriptions).insert(topic.to_owned(), expression.trim().to_owned());
-        Ok(())
     }
 
     /// This consumer's id in its group (`ip@instance`).
@@ -136,61 +146,13 @@ impl PushConsumer {
         qs
     }
 
-    /// Starts consuming: looks up routes, sends a heartbeat, takes its share
-    /// of the queues, then keeps heartbeats, rebalancing and offset
-    /// persistence going in the background.
-    ///
-    /// # Errors
-    /// [`ConsumerError::State`] if started twice or without a subscription.
-    /// A topic without a route is not an error: it is looked up again at
-    /// every rebalance.
-    pub async fn start<H: MessageHandler>(&self, handler: H) -> Result<(), ConsumerError> {
-        {
-            let mut state = lock(&self.inner.state);
-            if *state != State::Created {
-                return Err(ConsumerError::State {
-                    state: "already started",
-                });
-            }
-            if lock(&self.inner.subscriptions).is_empty() {
-                return Err(ConsumerError::State {
-                    state: "without subscriptions",
-                });
-            }
-            *state = State::Running;
-        }
-        let handler = Arc::new(handler);
-        let inner = &self.inner;
-        inner.heartbeat_all().await;
-        inner.rebalance(&handler, true).await;
-        let mut tasks = lock(&self.tasks);
-        tasks.push(tokio::spawn(rebalance_loop(Arc::clone(inner), handler)));
-        tasks.push(tokio::spawn(every(
-            Arc::clone(inner),
-            inner.config.heartbeat_interval,
-            |i| async move { i.heartbeat_all().await },
-        )));
-        tasks.push(tokio::spawn(every(
-            Arc::clone(inner),
-            inner.config.persist_offset_interval,
-            |i| async move { i.persist_offsets(false).await },
-        )));
-        tracing::info!(group = %inner.config.consumer_group, client = %inner.client_id, "push consumer started");
-        Ok(())
-    }
-
     /// Stops: ends pulling, waits (up to `shutdown_timeout`) for running
     /// handlers, commits the consumed offsets to the brokers, unregisters
     /// from them and closes the connections. Messages pulled but not yet
     /// handled are left to whoever owns their queue next.
     pub async fn shutdown(&self) {
-        {
-            let mut state = lock(&self.inner.state);
-            if *state != State::Running {
-                *state = State::Stopped;
-                return;
-            }
-            *state = State::Stopped;
+        if !self.inner.running.swap(false, Ordering::AcqRel) {
+            return;
         }
         let inner = &self.inner;
         inner.stop.cancel();
@@ -204,7 +166,7 @@ impl PushConsumer {
         }
         let permits = u32::try_from(inner.config.consume_thread_max).unwrap_or(u32::MAX);
         let drained = tokio::time::timeout(
-            inner.config.shutdown_timeout,
+            inner.config.await_termination_when_shutdown,
             inner.pool.acquire_many(permits),
         )
         .await;
@@ -238,7 +200,7 @@ impl Inner {
 
     /// The tag expression of a subscribed topic.
     pub(crate) fn subscription(&self, topic: &str) -> Option<String> {
-        lock(&self.subscriptions).get(topic).cloned()
+        self.config.subscription.get(topic).cloned()
     }
 
     /// Records a consumed offset unless the queue was released; offsets only
@@ -280,7 +242,9 @@ impl Inner {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
-        let subscription_data_set = lock(&self.subscriptions)
+        let subscription_data_set = self
+            .config
+            .subscription
             .iter()
             .map(|(topic, expr)| {
                 let tags: Vec<String> = if expr.is_empty() || expr == "*" {
@@ -320,7 +284,7 @@ impl Inner {
     }
 
     async fn heartbeat_all(&self) {
-        let topics: Vec<String> = lock(&self.subscriptions).keys().cloned().collect();
+        let topics: Vec<String> = self.config.subscription.keys().cloned().collect();
         if self.api.broker_addrs().is_empty() {
             for t in &topics {
                 if let Err(e) = self.api.topic_queues(t).await {
@@ -339,7 +303,7 @@ impl Inner {
     /// Reassigns queues when the membership or the queues changed (or
     /// always, when `full`).
     async fn rebalance<H: MessageHandler>(self: &Arc<Self>, handler: &Arc<H>, full: bool) {
-        let topics: Vec<String> = lock(&self.subscriptions).keys().cloned().collect();
+        let topics: Vec<String> = self.config.subscription.keys().cloned().collect();
         for topic in topics {
             if let Err(e) = self.rebalance_topic(handler, &topic, full).await {
                 tracing::debug!(topic = %topic, cause = %e, "rebalance skipped");

@@ -28,7 +28,7 @@ pub(crate) async fn run<H: MessageHandler>(
             Ok(o) => break o,
             Err(e) => {
                 tracing::warn!(queue = %mq, cause = %e, "cannot find where to start");
-                if pause(&stop, cfg.pull_error_delay).await {
+                if pause(&stop, cfg.pull_time_delay_when_exception).await {
                     return;
                 }
             }
@@ -44,7 +44,8 @@ pub(crate) async fn run<H: MessageHandler>(
             return;
         }
         let (count, bytes) = pq.size();
-        if count > cfg.pull_threshold_for_queue || bytes > cfg.pull_threshold_size_for_queue_bytes {
+        if count > cfg.pull_threshold_for_queue || bytes > cfg.pull_threshold_size_for_queue_bytes()
+        {
             let total = Counters::add(&inner.counters.flow_control_pauses, 1);
             // Rate-limited like RocketMQ: the first pause, then every 1000th.
             if paused_logged == 0 || total / 1000 > paused_logged / 1000 {
@@ -54,7 +55,7 @@ pub(crate) async fn run<H: MessageHandler>(
                 );
                 paused_logged = total;
             }
-            if pause(&stop, cfg.flow_control_pause).await {
+            if pause(&stop, cfg.pull_time_delay_when_flow_control).await {
                 return;
             }
             continue;
@@ -64,9 +65,9 @@ pub(crate) async fn run<H: MessageHandler>(
             offset,
             max: cfg.pull_batch_size,
             expression: &expression,
-            suspend: Some(cfg.suspend_timeout),
+            suspend: Some(cfg.broker_suspend_max_time),
             commit_offset: inner.consumed_offset(&mq),
-            timeout: cfg.pull_timeout,
+            timeout: cfg.consumer_timeout_when_suspend,
         };
         let result = tokio::select! {
             () = stop.cancelled() => return,
@@ -92,7 +93,7 @@ pub(crate) async fn run<H: MessageHandler>(
             Err(e) => {
                 Counters::add(&inner.counters.pull_errors, 1);
                 tracing::warn!(queue = %mq, cause = %e, "pull failed");
-                if pause(&stop, cfg.pull_error_delay).await {
+                if pause(&stop, cfg.pull_time_delay_when_exception).await {
                     return;
                 }
             }
@@ -121,7 +122,7 @@ fn dispatch<H: MessageHandler>(
     pq: &Arc<ProcessQueue>,
     mut messages: Vec<MessageExt>,
 ) {
-    let size = inner.config.consume_batch_max_size;
+    let size = inner.config.consume_message_batch_max_size;
     while !messages.is_empty() {
         let rest = messages.split_off(size.min(messages.len()));
         let batch = std::mem::replace(&mut messages, rest);

@@ -25,14 +25,15 @@ async fn offsets_survive_a_broker_restart_and_the_group_resumes_where_it_stopped
         first.insert(r.msg_id);
     }
     let r1 = Recorder::default();
-    let c1 = PushConsumer::new(b.consumer_config("RestartG")).unwrap();
-    c1.subscribe("RestartT", "*").unwrap();
-    c1.start(r1.clone()).await.unwrap();
+    let config = b.consumer_config("RestartG").subscribe("RestartT", "*");
+    let c1 = PushConsumer::start(config, r1.clone()).await.unwrap();
     wait_for(Duration::from_secs(10), || async { r1.count() >= 100 }).await;
     c1.shutdown().await;
     producer.shutdown().await;
 
-    let probe = PullConsumer::new(b.consumer_config("RestartG")).unwrap();
+    let probe = PullConsumer::start(b.consumer_config("RestartG"))
+        .await
+        .unwrap();
     let queues = probe.fetch_queues("RestartT").await.unwrap();
     let mut committed = Vec::new();
     for q in &queues {
@@ -54,9 +55,8 @@ async fn offsets_survive_a_broker_restart_and_the_group_resumes_where_it_stopped
         second.insert(r.msg_id);
     }
     let r2 = Recorder::default();
-    let c2 = PushConsumer::new(b.consumer_config("RestartG")).unwrap();
-    c2.subscribe("RestartT", "*").unwrap();
-    c2.start(r2.clone()).await.unwrap();
+    let config = b.consumer_config("RestartG").subscribe("RestartT", "*");
+    let c2 = PushConsumer::start(config, r2.clone()).await.unwrap();
     wait_for(Duration::from_secs(15), || async {
         let got: BTreeSet<String> = r2.ids().into_iter().collect();
         second.is_subset(&got)

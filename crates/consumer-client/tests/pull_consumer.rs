@@ -29,7 +29,9 @@ async fn pull_consumer_reads_back_everything_filters_tags_and_round_trips_offset
         }
     }
 
-    let consumer = PullConsumer::new(b.consumer_config("PullG")).unwrap();
+    let consumer = PullConsumer::start(b.consumer_config("PullG"))
+        .await
+        .unwrap();
     let queues = consumer.fetch_queues("PullT").await.unwrap();
     assert_eq!(queues.len(), 4);
 

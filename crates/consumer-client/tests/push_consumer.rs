@@ -28,10 +28,9 @@ async fn send_all(p: &producer_client::Producer, tag: &str) -> Vec<String> {
 }
 
 async fn start(config: ConsumerConfig, topic: &str, handler: Recorder) -> PushConsumer {
-    let c = PushConsumer::new(config).unwrap();
-    c.subscribe(topic, "*").unwrap();
-    c.start(handler).await.unwrap();
-    c
+    PushConsumer::start(config.subscribe(topic, "*"), handler)
+        .await
+        .unwrap()
 }
 
 /// Sends one message straight to a queue (the producer picks queues itself).

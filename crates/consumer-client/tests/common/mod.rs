@@ -67,7 +67,9 @@ impl TestBroker {
             .await
             .unwrap();
         assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
-        let pull = PullConsumer::new(ConsumerConfig::new(&self.namesrv, "route-probe")).unwrap();
+        let pull = PullConsumer::start(ConsumerConfig::new(&self.namesrv, "route-probe"))
+            .await
+            .unwrap();
         wait_for(Duration::from_secs(10), || async {
             pull.fetch_queues(topic)
                 .await
@@ -88,8 +90,8 @@ impl TestBroker {
         ConsumerConfig {
             consume_from_where: ConsumeFromWhere::FirstOffset,
             membership_check_interval: Duration::from_millis(200),
-            persist_offset_interval: Duration::from_millis(500),
-            pull_error_delay: Duration::from_millis(200),
+            persist_consumer_offset_interval: Duration::from_millis(500),
+            pull_time_delay_when_exception: Duration::from_millis(200),
             retry_backoff: Duration::from_millis(100),
             ..ConsumerConfig::new(&self.namesrv, group)
         }
