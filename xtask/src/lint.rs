@@ -10,6 +10,8 @@
 //!   `client-core`) depends on `store`, `flow-control` or `broker-server`,
 //!   directly or through another workspace crate (dev-dependencies for tests
 //!   excepted).
+//! - The top-level modules of `broker-server` import each other without
+//!   loops (see `modgraph.rs`).
 
 use std::{
     collections::{BTreeMap, BTreeSet, VecDeque},
@@ -20,7 +22,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::cargo;
+use crate::{cargo, modgraph};
 
 const SOURCE_DIRS: &[&str] = &["crates", "xtask", "tests", "fuzz"];
 const UNSAFE_ALLOWED_IN: &str = "crates/store/src/mmap.rs";
@@ -35,6 +37,8 @@ const RUNTIME_FREE_CRATES: &[&str] = &[
 const CLIENT_CRATES: &[&str] = &["producer-client", "consumer-client", "bench", "client-core"];
 /// The broker's side, which no client crate may pull in.
 const BROKER_SIDE_CRATES: &[&str] = &["store", "flow-control", "broker-server"];
+/// Crates whose top-level modules may not import each other in a loop.
+const LOOP_FREE_CRATES: &[&str] = &["broker-server"];
 const TOKIO_RUNTIME_FEATURES: &[&str] = &[
     "rt",
     "rt-multi-thread",
@@ -48,6 +52,7 @@ const TOKIO_RUNTIME_FEATURES: &[&str] = &[
 /// Checks every rule and reports all violations at once.
 pub fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
+    let mut sources = Vec::new();
     for file in rust_files(root)? {
         let rel = file
             .strip_prefix(root)
@@ -56,6 +61,19 @@ pub fn run(root: &Path) -> Result<()> {
             .replace('\\', "/");
         let text = fs::read_to_string(&file).with_context(|| format!("read {rel}"))?;
         problems.extend(check_source(&rel, &text));
+        sources.push((rel, text));
+    }
+    for krate in LOOP_FREE_CRATES {
+        let src = format!("crates/{krate}/src/");
+        let files = sources
+            .iter()
+            .filter_map(|(rel, text)| Some((rel.strip_prefix(&src)?, text.as_str())));
+        for members in modgraph::loops(&modgraph::graph(files)) {
+            problems.push(format!(
+                "{krate}: modules {} import each other in a loop",
+                members.join(", ")
+            ));
+        }
     }
     for krate in RUNTIME_FREE_CRATES {
         problems.extend(check_no_runtime(root, krate)?);

@@ -16,6 +16,7 @@ mod bench;
 mod ci;
 mod e2e;
 mod lint;
+mod modgraph;
 
 use std::{
     env,
