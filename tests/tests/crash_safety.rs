@@ -14,7 +14,6 @@
 use std::{
     collections::HashMap,
     path::Path,
-    process::Child,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex,
@@ -23,7 +22,7 @@ use std::{
 };
 
 use consumer_client::{ConsumerConfig, MessageQueue, PullConsumer, PullStatus};
-use e2e_tests::{free_port, spawn_broker, unique, E2eEnv};
+use e2e_tests::{free_port, spawn_broker, unique, E2eEnv, Proc};
 use producer_client::{Message, Producer, ProducerConfig};
 
 /// One acknowledged send.
@@ -45,39 +44,20 @@ const OFFSET_FLUSH_MS: u64 = 200;
 /// The consumer group whose offsets must survive.
 const GROUP: &str = "crash-offsets";
 
-/// A broker process, killed when dropped (also when a check fails).
-struct Running(Child);
-
-impl Running {
-    /// SIGKILL, and wait for the process to be gone.
-    fn kill_9(mut self) {
-        self.0.kill().unwrap();
-        self.0.wait().unwrap();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // An error means the process is already gone.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_broker(bin: &Path, dir: &Path, port: u16, ns_port: u16, flush: &str) -> Running {
-    Running(
-        spawn_broker(
-            bin,
-            dir,
-            port,
-            ns_port,
-            &[
-                format!("flushDiskType={flush}"),
-                format!("flushConsumerOffsetInterval={OFFSET_FLUSH_MS}"),
-            ],
-        )
-        .unwrap(),
+/// Starts the broker on `dir`; the process is killed when dropped (also when
+/// a check fails).
+fn start_broker(bin: &Path, dir: &Path, port: u16, ns_port: u16, flush: &str) -> Proc {
+    spawn_broker(
+        bin,
+        dir,
+        port,
+        ns_port,
+        &[
+            format!("flushDiskType={flush}"),
+            format!("flushConsumerOffsetInterval={OFFSET_FLUSH_MS}"),
+        ],
     )
+    .unwrap()
 }
 
 /// Every offset committed per queue id, in commit order.
@@ -222,7 +202,8 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
             })
         };
         tokio::time::sleep(Duration::from_millis(fastrand_ms(cycle))).await;
-        child.kill_9();
+        // SIGKILL, and wait for the process to be gone.
+        child.kill().unwrap();
         stop.store(true, Ordering::Relaxed);
         tokio::time::timeout(Duration::from_secs(30), committer)
             .await
@@ -248,7 +229,7 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
         );
     }
     offsets_consumer.shutdown().await;
-    child.kill_9();
+    child.kill().unwrap();
 }
 
 /// Checks the group's offsets after a restart: each at least what was
