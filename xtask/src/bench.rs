@@ -28,15 +28,15 @@
 //! directory is removed afterwards unless something failed.
 
 use std::{
-    env, fs,
-    net::{TcpListener, TcpStream},
+    fs,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     thread,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{bail, Context, Result};
+use proc_harness::{free_port, loopback, target_dir, Launch, Proc};
 use serde_json::Value;
 
 use crate::{cargo, run};
@@ -229,12 +229,11 @@ impl Setup {
 
 /// A broker process, killed when dropped.
 struct Broker {
-    child: Child,
+    proc: Proc,
     addr: String,
     namesrv: String,
     /// The gRPC endpoint (`grpcListenPort`), `127.0.0.1:port`.
     grpc: String,
-    log: PathBuf,
     store: PathBuf,
 }
 
@@ -246,26 +245,20 @@ impl Broker {
         let ns_port = free_port()?;
         let grpc_port = free_port()?;
         let store = setup.work.join(name);
-        let log = setup.work.join(format!("{name}.log"));
-        let file = fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
-        let err = file.try_clone().context("duplicate the log file handle")?;
-        let mut cmd = Command::new(&setup.broker);
-        cmd.arg("-p")
+        let launch = Launch::new(name, &setup.broker, setup.work.join(format!("{name}.log")))
+            .arg("-p")
             .arg(port.to_string())
             .arg("--store-dir")
-            .arg(&store);
-        let namesrv = format!("127.0.0.1:{ns_port}");
-        let base = [
-            "embeddedNamesrv=true".to_owned(),
-            format!("namesrvListenPort={ns_port}"),
-            format!("grpcListenPort={grpc_port}"),
-            "metricsListenPort=0".to_owned(),
-            format!("mappedFileSizeCommitLog={}", 256 * 1024 * 1024),
-        ];
-        for set in base.iter().chain(settings).chain(&setup.settings) {
-            cmd.arg("--set").arg(set);
-        }
-        cmd.stdin(Stdio::null()).stdout(file).stderr(err);
+            .arg(&store)
+            .settings([
+                "embeddedNamesrv=true".to_owned(),
+                format!("namesrvListenPort={ns_port}"),
+                format!("grpcListenPort={grpc_port}"),
+                "metricsListenPort=0".to_owned(),
+                format!("mappedFileSizeCommitLog={}", 256 * 1024 * 1024),
+            ])
+            .settings(settings)
+            .settings(&setup.settings);
         eprintln!(
             "bench: start broker {name}: {}",
             settings
@@ -275,13 +268,12 @@ impl Broker {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        let child = cmd.spawn().context("start the broker")?;
+        let proc = launch.spawn().context("start the broker")?;
         let mut broker = Self {
-            child,
-            addr: format!("127.0.0.1:{port}"),
-            namesrv,
-            grpc: format!("127.0.0.1:{grpc_port}"),
-            log,
+            proc,
+            addr: loopback(port),
+            namesrv: loopback(ns_port),
+            grpc: loopback(grpc_port),
             store,
         };
         broker.wait_ready()?;
@@ -289,19 +281,10 @@ impl Broker {
     }
 
     fn wait_ready(&mut self) -> Result<()> {
-        let deadline = Instant::now() + STARTUP_LIMIT;
         for addr in [self.addr.clone(), self.namesrv.clone(), self.grpc.clone()] {
-            let sock = addr.parse().with_context(|| format!("parse {addr}"))?;
-            while TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_err() {
-                if let Some(status) = self.child.try_wait().context("poll the broker")? {
-                    self.print_tail();
-                    bail!("the broker exited with {status} before listening on {addr}");
-                }
-                if Instant::now() >= deadline {
-                    self.print_tail();
-                    bail!("the broker did not listen on {addr} within {STARTUP_LIMIT:?}");
-                }
-                thread::sleep(Duration::from_millis(100));
+            if let Err(e) = self.proc.wait_listening(&addr, STARTUP_LIMIT) {
+                self.print_tail();
+                return Err(e.into());
             }
         }
         thread::sleep(REGISTRATION_PAUSE);
@@ -309,32 +292,14 @@ impl Broker {
     }
 
     fn print_tail(&self) {
-        if let Ok(text) = fs::read_to_string(&self.log) {
-            let lines: Vec<&str> = text.lines().collect();
-            let from = lines.len().saturating_sub(LOG_TAIL_LINES);
-            eprintln!("----- last lines of {} -----", self.log.display());
-            for line in &lines[from..] {
-                eprintln!("{line}");
-            }
-        }
+        self.proc.print_tail(LOG_TAIL_LINES);
     }
 
     /// Kills the broker and removes its store (the log stays).
     fn stop(mut self) {
-        self.kill();
+        // An error means the process already exited; nothing else to do.
+        let _ = self.proc.kill();
         let _ = fs::remove_dir_all(&self.store);
-    }
-
-    fn kill(&mut self) {
-        // Errors mean the process already exited; nothing else to do.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -855,20 +820,6 @@ fn ratio_lines(ratios: &Value) -> Vec<String> {
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
-}
-
-/// The target directory `cargo build` uses: `CARGO_TARGET_DIR` or `<root>/target`.
-fn target_dir(root: &Path) -> PathBuf {
-    match env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => root.join(d),
-        None => root.join("target"),
-    }
-}
-
-/// A loopback port that was free a moment ago.
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("bind a free loopback port")?;
-    Ok(listener.local_addr().context("read the bound port")?.port())
 }
 
 #[cfg(test)]
