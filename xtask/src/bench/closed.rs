@@ -2,15 +2,24 @@
 //! sends at 1, 16 and 64 in flight under `ASYNC_FLUSH` and `SYNC_FLUSH`,
 //! one broker per flush type; one table and `closed.json`.
 
-use std::fs;
-
-use anyhow::{Context, Result};
-use serde_json::Value;
+use anyhow::Result;
+use bench_report::Report;
+use serde::Serialize;
 
 use super::{
-    runner::{load, strings, Broker, Setup},
+    runner::{load, strings, table_header, table_row, write_json, Broker, Setup},
     Options,
 };
+
+/// One run: a line of the table and an entry of `closed.json`.
+#[derive(Debug, Serialize)]
+struct Row {
+    flush_disk_type: &'static str,
+    in_flight: u32,
+    connections: u32,
+    /// The load tool's report of the run.
+    report: Report,
+}
 
 /// Runs the experiment.
 pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
@@ -44,7 +53,12 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
                     "1024",
                 ]),
             )?;
-            rows.push((flush, in_flight, connections, report));
+            rows.push(Row {
+                flush_disk_type: flush,
+                in_flight,
+                connections,
+                report,
+            });
         }
         broker.stop();
     }
@@ -59,46 +73,21 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
         }
     );
     print!("{table}");
-    let json: Vec<Value> = rows
-        .iter()
-        .map(|(flush, in_flight, connections, report)| {
-            serde_json::json!({
-                "flush_disk_type": flush,
-                "in_flight": in_flight,
-                "connections": connections,
-                "report": report,
-            })
-        })
-        .collect();
     let file = setup.out.join("closed.json");
-    fs::write(&file, serde_json::to_string_pretty(&json)?)
-        .with_context(|| format!("write {}", file.display()))?;
+    write_json(&file, &rows)?;
     println!("\nwrote {}", file.display());
     Ok(())
 }
 
 /// The closed-loop table: one row per flush type and in-flight count.
-fn closed_table(rows: &[(&str, u32, u32, Value)]) -> String {
-    let mut out = format!(
-        "{:<12}{:>10}{:>7}{:>12}{:>9}{:>10}{:>10}{:>10}{:>8}\n",
-        "flush", "in flight", "conns", "msgs/s", "MB/s", "p50 ms", "p99 ms", "p99.9 ms", "failed"
-    );
-    for (flush, in_flight, connections, r) in rows {
-        let num = |v: &Value| {
-            v.as_f64()
-                .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"))
-        };
-        out.push_str(&format!(
-            "{:<12}{:>10}{:>7}{:>12.1}{:>9.1}{:>10}{:>10}{:>10}{:>8}\n",
-            flush,
-            in_flight,
-            connections,
-            r["ok_per_sec"].as_f64().unwrap_or(0.0),
-            r["mb_per_sec"].as_f64().unwrap_or(0.0),
-            num(&r["latency_ms"]["p50"]),
-            num(&r["latency_ms"]["p99"]),
-            num(&r["latency_ms"]["p999"]),
-            r["failed_total"].as_u64().unwrap_or(0),
+fn closed_table(rows: &[Row]) -> String {
+    let mut out = table_header("flush");
+    for row in rows {
+        out.push_str(&table_row(
+            row.flush_disk_type,
+            row.in_flight,
+            row.connections,
+            &row.report,
         ));
     }
     out
@@ -107,23 +96,41 @@ fn closed_table(rows: &[(&str, u32, u32, Value)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::runner::sample_report;
+
+    fn row(flush_disk_type: &'static str, in_flight: u32, connections: u32) -> Row {
+        Row {
+            flush_disk_type,
+            in_flight,
+            connections,
+            report: sample_report(12_345.0, 0.05, 0.2, 1.5),
+        }
+    }
 
     #[test]
     fn the_closed_table_has_a_row_per_run() {
-        let report = serde_json::json!({
-            "ok_per_sec": 12345.0,
-            "mb_per_sec": 12.6,
-            "failed_total": 0,
-            "latency_ms": {"p50": 0.05, "p99": 0.2, "p999": 1.5}
-        });
-        let table = closed_table(&[
-            ("ASYNC_FLUSH", 1, 1, report.clone()),
-            ("SYNC_FLUSH", 64, 2, report),
-        ]);
+        let table = closed_table(&[row("ASYNC_FLUSH", 1, 1), row("SYNC_FLUSH", 64, 2)]);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("flush"), "{table}");
         assert!(lines[1].starts_with("ASYNC_FLUSH"), "{table}");
+        assert!(lines[2].starts_with("SYNC_FLUSH"), "{table}");
         assert!(lines[2].contains("12345.0"), "{table}");
         assert!(lines[2].contains("1.500"), "{table}");
+    }
+
+    #[test]
+    fn each_row_of_closed_json_holds_its_settings_and_the_whole_report() -> Result<()> {
+        let json = serde_json::to_value([row("SYNC_FLUSH", 64, 2)])?;
+        let entry = &json[0];
+        assert_eq!(entry["flush_disk_type"], "SYNC_FLUSH");
+        assert_eq!(entry["in_flight"], 64);
+        assert_eq!(entry["connections"], 2);
+        assert_eq!(entry["report"]["ok_per_sec"], 12_345.0);
+        assert_eq!(entry["report"]["latency_ms"]["p999"], 1.5);
+        // What the file holds reads back as the load tool's report.
+        let back: Report = serde_json::from_value(entry["report"].clone())?;
+        assert_eq!(back.latency_ms, row("SYNC_FLUSH", 64, 2).report.latency_ms);
+        Ok(())
     }
 }

@@ -63,7 +63,7 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
                     &capacity_secs.to_string(),
                 ]),
             )?;
-            capacity = report["ok_per_sec"].as_f64().unwrap_or(0.0);
+            capacity = report.ok_per_sec;
             if capacity <= 0.0 {
                 bail!(
                     "the capacity run had no successful send; see {}",

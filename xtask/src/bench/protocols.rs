@@ -4,13 +4,16 @@
 //! much the machine drifted), then 1 in flight over both; one table with
 //! the gRPC/remoting ratios, and `protocols.json`.
 
-use std::{fs, process::Command};
+use std::process::Command;
 
-use anyhow::{bail, Context, Result};
-use serde_json::Value;
+use anyhow::{bail, Result};
+use bench_report::Report;
+use serde::Serialize;
 
 use super::{
-    runner::{load, run_bounded, strings, Broker, Setup, RUN_SLACK},
+    runner::{
+        load, run_bounded, strings, table_header, table_row, write_json, Broker, Setup, RUN_SLACK,
+    },
     Options,
 };
 
@@ -18,14 +21,37 @@ use super::{
 const PROTOCOLS_TOPIC: &str = "BenchTopic";
 const PROTOCOLS_QUEUES: &str = "8";
 
-/// One run of the protocol comparison.
+/// One run of the protocol comparison: a line of the table and an entry of
+/// `runs` in `protocols.json`.
+#[derive(Debug, Serialize)]
 struct ProtocolRun {
     protocol: &'static str,
     /// Which run of this protocol and in-flight count this is, from 1.
     round: u32,
     in_flight: u32,
     connections: u32,
-    report: Value,
+    /// The load tool's report of the run.
+    report: Report,
+}
+
+/// The comparison at one in-flight count: a line under the table and an
+/// entry of `ratios` in `protocols.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct Ratio {
+    in_flight: u32,
+    /// Mean msgs/s of the remoting runs.
+    remoting_msgs_per_sec: Option<f64>,
+    /// Mean msgs/s of the gRPC runs.
+    grpc_msgs_per_sec: Option<f64>,
+    /// gRPC msgs/s over remoting msgs/s.
+    throughput_ratio: Option<f64>,
+    /// gRPC median latency over remoting median latency (of the means).
+    p50_ratio: Option<f64>,
+    /// How many remoting runs the mean is of.
+    remoting_runs: usize,
+    /// (fastest - slowest) / mean of the remoting runs, when there are
+    /// several: how much the machine drifted during the comparison.
+    remoting_spread: Option<f64>,
 }
 
 /// Runs the experiment.
@@ -124,57 +150,28 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
         "flush_disk_type": "ASYNC_FLUSH",
         "duration_s": secs,
         "ratios": ratios,
-        "runs": runs.iter().map(|r| serde_json::json!({
-            "protocol": r.protocol,
-            "round": r.round,
-            "in_flight": r.in_flight,
-            "connections": r.connections,
-            "report": r.report,
-        })).collect::<Vec<_>>(),
+        "runs": runs,
     });
     let file = setup.out.join("protocols.json");
-    fs::write(&file, serde_json::to_string_pretty(&json)?)
-        .with_context(|| format!("write {}", file.display()))?;
+    write_json(&file, &json)?;
     println!("\nwrote {}", file.display());
     Ok(())
 }
 
 /// The protocol table: one row per run, in the order run.
 fn protocols_table(runs: &[ProtocolRun]) -> String {
-    let mut out = format!(
-        "{:<12}{:>10}{:>7}{:>12}{:>9}{:>10}{:>10}{:>10}{:>8}\n",
-        "protocol",
-        "in flight",
-        "conns",
-        "msgs/s",
-        "MB/s",
-        "p50 ms",
-        "p99 ms",
-        "p99.9 ms",
-        "failed"
-    );
+    let mut out = table_header("protocol");
     for run in runs {
-        let r = &run.report;
-        let num = |v: &Value| {
-            v.as_f64()
-                .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"))
-        };
         let label = if run.round > 1 {
             format!("{} #{}", run.protocol, run.round)
         } else {
             run.protocol.to_owned()
         };
-        out.push_str(&format!(
-            "{:<12}{:>10}{:>7}{:>12.1}{:>9.1}{:>10}{:>10}{:>10}{:>8}\n",
-            label,
+        out.push_str(&table_row(
+            &label,
             run.in_flight,
             run.connections,
-            r["ok_per_sec"].as_f64().unwrap_or(0.0),
-            r["mb_per_sec"].as_f64().unwrap_or(0.0),
-            num(&r["latency_ms"]["p50"]),
-            num(&r["latency_ms"]["p99"]),
-            num(&r["latency_ms"]["p999"]),
-            r["failed_total"].as_u64().unwrap_or(0),
+            &run.report,
         ));
     }
     out
@@ -183,24 +180,24 @@ fn protocols_table(runs: &[ProtocolRun]) -> String {
 /// Per in-flight count: the mean msgs/s of each protocol's runs, the
 /// gRPC/remoting throughput and p50 ratios, and the spread between repeated
 /// remoting runs (drift of the machine during the comparison).
-fn protocol_ratios(runs: &[ProtocolRun]) -> Value {
+fn protocol_ratios(runs: &[ProtocolRun]) -> Vec<Ratio> {
     let mut in_flights: Vec<u32> = runs.iter().map(|r| r.in_flight).collect();
     in_flights.sort_unstable_by(|a, b| b.cmp(a));
     in_flights.dedup();
     let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
-    let rows: Vec<Value> = in_flights
+    in_flights
         .iter()
         .map(|&n| {
-            let of = |protocol: &str, field: &dyn Fn(&Value) -> Option<f64>| -> Vec<f64> {
+            let of = |protocol: &str, field: fn(&Report) -> Option<f64>| -> Vec<f64> {
                 runs.iter()
                     .filter(|r| r.in_flight == n && r.protocol == protocol)
                     .filter_map(|r| field(&r.report))
                     .collect()
             };
-            let rate = |v: &Value| v["ok_per_sec"].as_f64();
-            let p50 = |v: &Value| v["latency_ms"]["p50"].as_f64();
-            let remoting = of("remoting", &rate);
-            let grpc = of("grpc", &rate);
+            let rate = |r: &Report| Some(r.ok_per_sec);
+            let p50 = |r: &Report| r.latency_ms.map(|l| l.p50);
+            let remoting = of("remoting", rate);
+            let grpc = of("grpc", rate);
             let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
                 (Some(a), Some(b)) if b > 0.0 => Some(a / b),
                 _ => None,
@@ -212,43 +209,41 @@ fn protocol_ratios(runs: &[ProtocolRun]) -> Value {
                     ratio(Some(max - min), mean(&remoting))
                 })
                 .flatten();
-            serde_json::json!({
-                "in_flight": n,
-                "remoting_msgs_per_sec": mean(&remoting),
-                "grpc_msgs_per_sec": mean(&grpc),
-                "throughput_ratio": ratio(mean(&grpc), mean(&remoting)),
-                "p50_ratio": ratio(mean(&of("grpc", &p50)), mean(&of("remoting", &p50))),
-                "remoting_runs": remoting.len(),
-                "remoting_spread": drift,
-            })
+            Ratio {
+                in_flight: n,
+                remoting_msgs_per_sec: mean(&remoting),
+                grpc_msgs_per_sec: mean(&grpc),
+                throughput_ratio: ratio(mean(&grpc), mean(&remoting)),
+                p50_ratio: ratio(mean(&of("grpc", p50)), mean(&of("remoting", p50))),
+                remoting_runs: remoting.len(),
+                remoting_spread: drift,
+            }
         })
-        .collect();
-    Value::Array(rows)
+        .collect()
 }
 
 /// The ratios as printed lines.
-fn ratio_lines(ratios: &Value) -> Vec<String> {
+fn ratio_lines(ratios: &[Ratio]) -> Vec<String> {
     let mut lines = Vec::new();
-    for r in ratios.as_array().map(Vec::as_slice).unwrap_or_default() {
-        let n = r["in_flight"].as_u64().unwrap_or(0);
-        let Some(throughput) = r["throughput_ratio"].as_f64() else {
+    for r in ratios {
+        let Some(throughput) = r.throughput_ratio else {
             continue;
         };
         let mut line = format!(
-            "gRPC/remoting at {n} in flight: throughput {throughput:.2}x ({:.1} vs {:.1} msgs/s",
-            r["grpc_msgs_per_sec"].as_f64().unwrap_or(0.0),
-            r["remoting_msgs_per_sec"].as_f64().unwrap_or(0.0),
+            "gRPC/remoting at {} in flight: throughput {throughput:.2}x ({:.1} vs {:.1} msgs/s",
+            r.in_flight,
+            r.grpc_msgs_per_sec.unwrap_or(0.0),
+            r.remoting_msgs_per_sec.unwrap_or(0.0),
         );
-        let runs = r["remoting_runs"].as_u64().unwrap_or(0);
-        if runs > 1 {
-            line.push_str(&format!(", remoting the mean of {runs} runs"));
+        if r.remoting_runs > 1 {
+            line.push_str(&format!(", remoting the mean of {} runs", r.remoting_runs));
         }
         line.push(')');
-        if let Some(p50) = r["p50_ratio"].as_f64() {
+        if let Some(p50) = r.p50_ratio {
             line.push_str(&format!(", p50 {p50:.2}x"));
         }
         lines.push(line);
-        if let Some(spread) = r["remoting_spread"].as_f64() {
+        if let Some(spread) = r.remoting_spread {
             lines.push(format!(
                 "  remoting runs before and after gRPC differ by {:.1} % (machine drift)",
                 spread * 100.0
@@ -261,6 +256,7 @@ fn ratio_lines(ratios: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::runner::sample_report;
 
     fn protocol_run(protocol: &'static str, round: u32, in_flight: u32, rate: f64) -> ProtocolRun {
         ProtocolRun {
@@ -268,17 +264,12 @@ mod tests {
             round,
             in_flight,
             connections: 4,
-            report: serde_json::json!({
-                "ok_per_sec": rate,
-                "mb_per_sec": rate * 1024.0 / 1e6,
-                "failed_total": 0,
-                "latency_ms": {"p50": 64.0 / rate * 1000.0, "p99": 2.0, "p999": 3.0}
-            }),
+            report: sample_report(rate, 64.0 / rate * 1000.0, 2.0, 3.0),
         }
     }
 
     #[test]
-    fn the_protocol_ratios_compare_grpc_with_the_mean_of_the_remoting_runs() {
+    fn the_protocol_ratios_compare_grpc_with_the_mean_of_the_remoting_runs() -> Result<()> {
         let runs = [
             protocol_run("remoting", 1, 64, 10_000.0),
             protocol_run("grpc", 1, 64, 6_000.0),
@@ -287,17 +278,20 @@ mod tests {
             protocol_run("grpc", 1, 1, 1_000.0),
         ];
         let ratios = protocol_ratios(&runs);
+        assert_eq!(ratios.len(), 2);
         let at64 = &ratios[0];
-        assert_eq!(at64["in_flight"], 64);
-        assert_eq!(at64["remoting_msgs_per_sec"], 12_000.0);
-        assert_eq!(at64["throughput_ratio"], 0.5);
+        assert_eq!(at64.in_flight, 64);
+        assert_eq!(at64.remoting_msgs_per_sec, Some(12_000.0));
+        assert_eq!(at64.grpc_msgs_per_sec, Some(6_000.0));
+        assert_eq!(at64.throughput_ratio, Some(0.5));
+        assert_eq!(at64.remoting_runs, 2);
         // (14000 - 10000) / 12000
-        let spread = at64["remoting_spread"].as_f64().unwrap_or(0.0);
+        let spread = at64.remoting_spread.unwrap_or(0.0);
         assert!((spread - 1.0 / 3.0).abs() < 1e-9, "{spread}");
         let at1 = &ratios[1];
-        assert_eq!(at1["throughput_ratio"], 0.5);
-        assert_eq!(at1["p50_ratio"], 2.0);
-        assert_eq!(at1["remoting_spread"], Value::Null);
+        assert_eq!(at1.throughput_ratio, Some(0.5));
+        assert_eq!(at1.p50_ratio, Some(2.0));
+        assert_eq!(at1.remoting_spread, None);
         let lines = ratio_lines(&ratios);
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(lines[0].contains("throughput 0.50x"), "{lines:?}");
@@ -305,5 +299,18 @@ mod tests {
         let table = protocols_table(&runs);
         assert_eq!(table.lines().count(), 6, "{table}");
         assert!(table.contains("remoting #2"), "{table}");
+        // protocols.json holds the ratios under the same names.
+        let json = serde_json::to_value(&ratios)?;
+        assert_eq!(json[0]["in_flight"], 64);
+        assert_eq!(json[0]["remoting_msgs_per_sec"], 12_000.0);
+        assert_eq!(json[0]["throughput_ratio"], 0.5);
+        assert_eq!(json[1]["p50_ratio"], 2.0);
+        assert_eq!(json[1]["remoting_spread"], serde_json::Value::Null);
+        assert_eq!(json[1]["remoting_runs"], 1);
+        let run = serde_json::to_value(&runs[2])?;
+        assert_eq!(run["protocol"], "remoting");
+        assert_eq!(run["round"], 2);
+        assert_eq!(run["report"]["ok_per_sec"], 14_000.0);
+        Ok(())
     }
 }

@@ -12,8 +12,9 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use bench_report::{LatencyMs, Report};
 use proc_harness::{free_port, loopback, target_dir, Launch, Proc};
-use serde_json::Value;
+use serde::Serialize;
 
 use super::Options;
 use crate::{cargo, run};
@@ -173,13 +174,13 @@ impl Broker {
 }
 
 /// Runs `sluice-bench` with `args` and `--json`, keeps its report in
-/// `<work>/<name>.json` and returns the file and the parsed report.
+/// `<work>/<name>.json` and returns the file and the report read back.
 pub(super) fn load(
     setup: &Setup,
     broker: &Broker,
     name: &str,
     args: &[String],
-) -> Result<(PathBuf, Value)> {
+) -> Result<(PathBuf, Report)> {
     let file = setup.work.join(format!("{name}.json"));
     let mut cmd = Command::new(&setup.bench);
     cmd.args(["--broker", &broker.addr, "--json"]).args(args);
@@ -196,7 +197,7 @@ pub(super) fn load(
         );
     }
     fs::write(&file, &output.stdout).with_context(|| format!("write {}", file.display()))?;
-    let report: Value = serde_json::from_slice(&output.stdout)
+    let report = Report::from_json(&output.stdout)
         .with_context(|| format!("sluice-bench printed no JSON report for {name}"))?;
     Ok((file, report))
 }
@@ -261,8 +262,85 @@ pub(super) fn run_experiment(
     outcome
 }
 
+/// The header line of a results table whose first column is `first`.
+pub(super) fn table_header(first: &str) -> String {
+    format!(
+        "{:<12}{:>10}{:>7}{:>12}{:>9}{:>10}{:>10}{:>10}{:>8}\n",
+        first, "in flight", "conns", "msgs/s", "MB/s", "p50 ms", "p99 ms", "p99.9 ms", "failed"
+    )
+}
+
+/// One line of a results table: the run's throughput, its latency
+/// percentiles (`-` when no send succeeded) and its failures.
+pub(super) fn table_row(label: &str, in_flight: u32, connections: u32, report: &Report) -> String {
+    let ms = |pick: fn(&LatencyMs) -> f64| {
+        report
+            .latency_ms
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |l| format!("{:.3}", pick(l)))
+    };
+    format!(
+        "{:<12}{:>10}{:>7}{:>12.1}{:>9.1}{:>10}{:>10}{:>10}{:>8}\n",
+        label,
+        in_flight,
+        connections,
+        report.ok_per_sec,
+        report.mb_per_sec,
+        ms(|l| l.p50),
+        ms(|l| l.p99),
+        ms(|l| l.p999),
+        report.failed_total,
+    )
+}
+
+/// Writes `value` to `file` as indented JSON, by way of a
+/// [`serde_json::Value`] as these files always were, so that their keys keep
+/// the order they had.
+pub(super) fn write_json(file: &Path, value: &impl Serialize) -> Result<()> {
+    let json = serde_json::to_value(value).context("build the JSON results")?;
+    fs::write(file, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("write {}", file.display()))
+}
+
 pub(super) fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// A report of a closed-loop remoting run with these figures, for tests.
+#[cfg(test)]
+pub(super) fn sample_report(ok_per_sec: f64, p50: f64, p99: f64, p999: f64) -> Report {
+    Report {
+        protocol: "remoting".into(),
+        broker: "127.0.0.1:10911".into(),
+        topic: "BenchTopic".into(),
+        mode: "closed".into(),
+        in_flight: Some(64),
+        rate_per_sec: None,
+        max_outstanding: None,
+        connections: 4,
+        body_bytes: 1024,
+        warmup_s: 1.0,
+        duration_s: 10.0,
+        sent: (ok_per_sec * 10.0) as u64,
+        ok: (ok_per_sec * 10.0) as u64,
+        failed_total: 0,
+        failed: bench_report::Failures::default(),
+        ok_per_sec,
+        mb_per_sec: ok_per_sec * 1024.0 / 1e6,
+        latency_ms: Some(LatencyMs {
+            count: (ok_per_sec * 10.0) as u64,
+            p50,
+            p90: p50,
+            p99,
+            p999,
+            max: p999,
+        }),
+        time_to_busy_ms: None,
+        period_in_queue_ms: None,
+        retry_after_ms: None,
+        namesrv: None,
+        series: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -274,5 +352,62 @@ mod tests {
         let args = strings(&["--rate", "10", "--duration", "20"]);
         assert_eq!(flag(&args, "--duration"), Some(20));
         assert_eq!(flag(&args, "--warmup"), None);
+    }
+
+    #[test]
+    fn a_report_goes_into_the_results_files_as_the_load_tool_printed_it() -> Result<()> {
+        let mut report = sample_report(9_876.5, 0.125, 0.5, 2.25);
+        report.failed.busy.insert("TIMEOUT_CLEAN_QUEUE".into(), 3);
+        report.failed.timeout = 1;
+        report.failed_total = 4;
+        report.series.push(bench_report::Second {
+            t: 1,
+            ok: 9_876,
+            busy: 3,
+            other_failed: 1,
+            ok_p50_ms: Some(0.125),
+            ok_p99_ms: Some(0.5),
+            ok_max_ms: Some(2.25),
+            busy_p99_ms: None,
+        });
+        let printed = report.to_json()?;
+        // Before the reports were typed, the files held the printed report
+        // parsed as a `Value`; the typed report must write the same text.
+        let untyped: serde_json::Value = serde_json::from_str(&printed)?;
+        let typed = Report::from_json(printed.as_bytes())?;
+        assert_eq!(
+            serde_json::to_string_pretty(&serde_json::to_value(&typed)?)?,
+            serde_json::to_string_pretty(&untyped)?
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn table_rows_line_up_with_the_header_and_show_missing_latency_as_a_dash() {
+        let header = table_header("flush");
+        let mut report = sample_report(12_345.0, 0.05, 0.2, 1.5);
+        let row = table_row("ASYNC_FLUSH", 64, 4, &report);
+        assert_eq!(header.len(), row.len(), "{header}{row}");
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            [
+                "ASYNC_FLUSH",
+                "64",
+                "4",
+                "12345.0",
+                "12.6",
+                "0.050",
+                "0.200",
+                "1.500",
+                "0"
+            ]
+        );
+        report.latency_ms = None;
+        report.failed_total = 7;
+        let row = table_row("grpc #2", 1, 1, &report);
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            ["grpc", "#2", "1", "1", "12345.0", "12.6", "-", "-", "-", "7"]
+        );
     }
 }
