@@ -6,7 +6,10 @@
 //! (`TooManyRequests`, RocketMQ's `RemotingTooMuchRequestException`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use e2e_tests::{burst, figure, runtime_figure, unique, E2eEnv, OwnBroker};
 use producer_client::{BusyPolicy, Message, Producer, ProducerConfig, ProducerError};
@@ -94,9 +97,10 @@ async fn a_long_held_put_lock_rejects_new_sends_and_drains_the_queue() {
         let (client, addr, topic) = (Arc::clone(&client), broker.addr.clone(), topic.clone());
         tokio::spawn(async move { burst(&client, &addr, &topic, 4).await })
     };
-    // Wait (bounded) until the lock has been held past the busy limit.
+    // Wait (up to 10 s) until the lock has been held past the busy limit.
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut held = 0;
-    for _ in 0..100 {
+    while Instant::now() < deadline {
         held = runtime_figure(&client, &broker.addr, "pageCacheLockTimeMills")
             .await
             .unwrap();
