@@ -53,10 +53,8 @@ async fn stored(broker: &Broker, topic: &str, expected: i64) -> Result<i64> {
             .map(|q| broker.core().store.max_offset_in_queue(topic, q))
             .sum::<i64>()
     };
-    for _ in 0..100 {
-        if count() == expected {
-            break;
-        }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count() != expected && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(count())

@@ -120,7 +120,7 @@ fn assert_busy_counted(report: &Report) {
 async fn closed_loop_counts_successes_and_busy_by_tag() -> Result<()> {
     let broker = Running::start().await?;
     let report = tokio::time::timeout(
-        Duration::from_secs(3),
+        Duration::from_secs(10),
         run::closed_loop(&short_config(&broker.addr), 4),
     )
     .await
@@ -135,7 +135,7 @@ async fn open_loop_sends_at_the_offered_rate_and_counts_busy_by_tag() -> Result<
     let broker = Running::start().await?;
     let config = short_config(&broker.addr);
     let report = tokio::time::timeout(
-        Duration::from_secs(3),
+        Duration::from_secs(10),
         run::open_loop(&config, 2000.0, 1000),
     )
     .await
@@ -161,7 +161,7 @@ async fn open_loop_skips_requests_beyond_the_outstanding_cap() -> Result<()> {
     let mut config = short_config(&addr);
     config.connections = 1;
     config.timeout = Duration::from_millis(200);
-    let report = tokio::time::timeout(Duration::from_secs(3), run::open_loop(&config, 1000.0, 5))
+    let report = tokio::time::timeout(Duration::from_secs(10), run::open_loop(&config, 1000.0, 5))
         .await
         .context("the open loop stops by itself")??;
     assert_eq!(report.ok, 0, "{}", Table(&report));
