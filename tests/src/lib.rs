@@ -16,17 +16,16 @@
 //! - `SLUICE_E2E_QUICK=1`: smaller message counts.
 
 use std::{
-    fs::File,
     future::Future,
-    net::TcpStream,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     sync::Arc,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{bail, ensure, Context, Result};
 use consumer_client::{ConsumerConfig, PullConsumer};
+pub use proc_harness::{free_port, Proc};
+use proc_harness::{loopback, Launch};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     header::{
@@ -158,75 +157,55 @@ pub const SLOW_SENDS: [&str; 4] = [
     "earlyAdmissionEnable=false",
 ];
 
-/// A free loopback port (bound once, then released).
-///
-/// # Errors
-/// When no port can be bound.
-pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+/// How long a scenario's broker may take to open its port.
+const STARTUP_LIMIT: Duration = Duration::from_secs(20);
+/// Lines of a scenario broker's log printed when the scenario panics.
+const LOG_TAIL_LINES: usize = 40;
 
 /// Starts the broker binary as a child process with its own embedded name
-/// server: remoting on `port`, name server on `ns_port`, store and log under
-/// `dir`, metrics off, 64 MiB CommitLog files, then `sets` (`key=value`).
-/// Waits (up to 20 s) until the port accepts connections. The suite's own
-/// `SLUICE_*` variables are removed from the broker's environment, since the
-/// broker refuses keys it does not know.
+/// server: remoting on `port`, name server on `ns_port`, store and log
+/// (`broker.log`, appended to, so that a restart keeps one log) under `dir`,
+/// metrics and gRPC on no fixed port, 64 MiB CommitLog files, then `sets`
+/// (`key=value`). Waits (up to 20 s) until the port accepts connections.
+/// The suite's own `SLUICE_*` variables are removed from the broker's
+/// environment, since the broker refuses keys it does not know. The
+/// process is killed when the returned [`Proc`] is dropped, and the tail of
+/// its log is printed if that happens because the scenario panicked.
 ///
 /// # Errors
-/// When the process cannot start or its port does not open in time.
+/// When the process cannot start, exits, or its port does not open in time.
 pub fn spawn_broker(
     bin: &Path,
     dir: &Path,
     port: u16,
     ns_port: u16,
     sets: &[String],
-) -> Result<Child> {
-    std::fs::create_dir_all(dir)?;
-    let log = File::options()
-        .create(true)
-        .append(true)
-        .open(dir.join("broker.log"))?;
-    let mut command = Command::new(bin);
-    for (name, _) in std::env::vars().filter(|(n, _)| n.starts_with("SLUICE_")) {
-        command.env_remove(name);
-    }
-    command
+) -> Result<Proc> {
+    let mut broker = Launch::new("broker", bin, dir.join("broker.log"))
+        .env_remove_prefixed("SLUICE_")
+        .append_log()
+        .tail_on_panic(LOG_TAIL_LINES)
         .args(["-p", &port.to_string(), "--store-dir"])
         .arg(dir.join("store"))
-        .args(["--set", &format!("namesrvListenPort={ns_port}")])
-        .args(["--set", "metricsListenPort=0"])
-        .args(["--set", "grpcListenPort=0"])
-        .args(["--set", "mappedFileSizeCommitLog=67108864"]);
-    for set in sets {
-        command.args(["--set", set]);
-    }
-    let mut child = command
-        .stdout(Stdio::null())
-        .stderr(log)
+        .settings([
+            format!("namesrvListenPort={ns_port}"),
+            "metricsListenPort=0".to_owned(),
+            "grpcListenPort=0".to_owned(),
+            "mappedFileSizeCommitLog=67108864".to_owned(),
+        ])
+        .settings(sets)
         .spawn()
         .with_context(|| format!("start {}", bin.display()))?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            bail!(
-                "broker did not open port {port} within 20 s (log in {})",
-                dir.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(child)
+    broker.wait_listening(&loopback(port), STARTUP_LIMIT)?;
+    Ok(broker)
 }
 
 /// A broker process of one scenario, with its own embedded name server and
-/// store under the run's directory; killed when dropped.
+/// store under the run's directory; killed when dropped, printing the tail
+/// of its log when the scenario panicked.
 #[derive(Debug)]
 pub struct OwnBroker {
-    child: Child,
+    proc: Proc,
     /// Remoting address, `127.0.0.1:port`.
     pub addr: String,
     /// Its embedded name server, `127.0.0.1:port`.
@@ -253,36 +232,18 @@ impl OwnBroker {
             .join(unique(&format!("{name}-")));
         let (port, ns_port) = (free_port()?, free_port()?);
         let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
-        let child = spawn_broker(&bin, &dir, port, ns_port, &sets)?;
+        let proc = spawn_broker(&bin, &dir, port, ns_port, &sets)?;
         Ok(Self {
-            child,
-            addr: format!("127.0.0.1:{port}"),
-            namesrv: format!("127.0.0.1:{ns_port}"),
+            proc,
+            addr: loopback(port),
+            namesrv: loopback(ns_port),
             dir,
         })
     }
 
     /// Whether the process is still running (a crash shows here).
     pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for OwnBroker {
-    fn drop(&mut self) {
-        // An error means the process already exited.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = self.dir.join("broker.log");
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(40)..];
-            eprintln!("----- last {} lines of {} -----", tail.len(), log.display());
-            for line in tail {
-                eprintln!("{line}");
-            }
-        }
+        self.proc.is_running()
     }
 }
 

@@ -6,7 +6,10 @@
 //! (`TooManyRequests`, RocketMQ's `RemotingTooMuchRequestException`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use e2e_tests::{burst, figure, runtime_figure, unique, E2eEnv, OwnBroker};
 use producer_client::{BusyPolicy, Message, Producer, ProducerConfig, ProducerError};
@@ -94,9 +97,10 @@ async fn a_long_held_put_lock_rejects_new_sends_and_drains_the_queue() {
         let (client, addr, topic) = (Arc::clone(&client), broker.addr.clone(), topic.clone());
         tokio::spawn(async move { burst(&client, &addr, &topic, 4).await })
     };
-    // Wait (bounded) until the lock has been held past the busy limit.
+    // Wait (up to 10 s) until the lock has been held past the busy limit.
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut held = 0;
-    for _ in 0..100 {
+    while Instant::now() < deadline {
         held = runtime_figure(&client, &broker.addr, "pageCacheLockTimeMills")
             .await
             .unwrap();
@@ -166,8 +170,13 @@ async fn an_exhausted_transient_store_pool_rejects_sends() {
 /// sends in flight; against a slow broker, an asynchronous send that gets no
 /// permit within its `sendMsgTimeout` fails on the client with
 /// `TooManyRequests` without reaching the broker, and is not retried.
+///
+/// One permit: a send with a 10 s budget takes it and keeps it while the
+/// broker sleeps 2 s on its put lock; seven asynchronous sends with a 500 ms
+/// budget start after it and all give up long before the permit comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_producer_in_flight_limit_fails_fast_on_the_client() {
+    const WAITERS: u64 = 7;
     let Some(env) = E2eEnv::from_env("busy kinds: client TooManyRequests") else {
         return;
     };
@@ -176,7 +185,7 @@ async fn the_producer_in_flight_limit_fails_fast_on_the_client() {
         "too-many",
         &[
             "sendMessageThreadPoolNums=1",
-            "faultPutLockDelayMills=200",
+            "faultPutLockDelayMills=2000",
             "waitTimeMillsInSendQueue=60000",
             "earlyAdmissionEnable=false",
         ],
@@ -197,45 +206,67 @@ async fn the_producer_in_flight_limit_fails_fast_on_the_client() {
         .await
         .unwrap(),
     );
-    let sends: Vec<_> = (0..8)
-        .map(|i| {
-            let (producer, topic) = (Arc::clone(&producer), topic.clone());
-            tokio::spawn(async move {
-                let msg = Message::new(&topic, format!("m{i}").into_bytes());
-                match producer.send_async(msg).await {
-                    Ok(handle) => handle.await,
-                    Err(e) => Err(e),
-                }
+    // With the route cached, nothing before the permit needs to wait.
+    producer.publish_queues(&topic).await.unwrap();
+    // Polled first, the holder takes the permit before any waiter starts.
+    let holder = producer.send_with_timeout(
+        Message::new(&topic, b"holder".to_vec()),
+        Duration::from_secs(10),
+    );
+    let waiters = async {
+        let sends: Vec<_> = (0..WAITERS)
+            .map(|i| {
+                let (producer, topic) = (Arc::clone(&producer), topic.clone());
+                tokio::spawn(async move {
+                    let msg = Message::new(&topic, format!("m{i}").into_bytes());
+                    match producer.send_async(msg).await {
+                        Ok(handle) => handle.await,
+                        Err(e) => Err(e),
+                    }
+                })
             })
-        })
-        .collect();
-    // A send's budget includes its wait for a permit, so one that got the
-    // permit late may still time out waiting for the broker.
-    let (mut ok, mut too_many, mut timed_out, mut other) = (0, 0, 0, Vec::new());
-    for s in sends {
-        match s.await.unwrap() {
-            Ok(_) => ok += 1,
-            Err(ProducerError::TooManyRequests { in_flight, .. }) => {
-                assert_eq!(in_flight, 1, "one permit, held");
+            .collect();
+        let mut outcomes = Vec::new();
+        for s in sends {
+            outcomes.push(s.await.unwrap());
+        }
+        outcomes
+    };
+    let (held, outcomes) = tokio::join!(holder, waiters);
+    let (mut too_many, mut other) = (0, Vec::new());
+    for outcome in outcomes {
+        match outcome {
+            Err(ProducerError::TooManyRequests {
+                in_flight,
+                limit,
+                waited_ms,
+            }) => {
+                // Counted when the send gave up, so a permit released just
+                // after cannot show here.
+                assert_eq!(
+                    (in_flight, limit),
+                    (1, 1),
+                    "refused with its one permit held"
+                );
+                assert!(waited_ms >= 500, "gave up before its budget: {waited_ms}");
                 too_many += 1;
             }
-            Err(ProducerError::Timeout { .. }) => timed_out += 1,
-            Err(e) => other.push(e.to_string()),
+            other_outcome => other.push(format!("{other_outcome:?}")),
         }
     }
     let stats = producer.stats();
     producer.shutdown().await;
     println!(
-        "TooManyRequests: {ok} stored, {too_many} refused on the client, \
-         {timed_out} timed out after a late permit; {stats:?}"
+        "TooManyRequests: holder {:?}, {too_many} of {WAITERS} refused on the client; {stats:?}",
+        held.as_ref().map(|r| r.queue_offset)
     );
-    assert!(too_many > 0, "some sends found no permit");
-    assert!(ok > 0, "the permit holders were served");
-    assert!(other.is_empty(), "{other:?}");
-    assert_eq!(stats.failed_too_many_requests, too_many);
-    assert!(
-        stats.attempts <= 8 - too_many,
-        "a refused send never reached the broker: {stats:?}"
+    assert!(held.is_ok(), "the permit holder was served: {held:?}");
+    assert!(other.is_empty(), "every waiter was refused: {other:?}");
+    assert_eq!(too_many, WAITERS);
+    assert_eq!(stats.failed_too_many_requests, WAITERS);
+    assert_eq!(
+        stats.attempts, 1,
+        "only the holder reached the broker: {stats:?}"
     );
     assert!(broker.is_running());
 }

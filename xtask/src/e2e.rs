@@ -11,10 +11,9 @@
 
 use std::{
     env, fs,
-    net::{SocketAddr, TcpListener, TcpStream},
     os::unix::process::CommandExt,
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    path::Path,
+    process::Command,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -24,6 +23,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use proc_harness::{free_port, loopback, target_dir, Launch, Proc};
 
 use crate::{cargo, run};
 
@@ -35,21 +35,6 @@ const REGISTRATION_PAUSE: Duration = Duration::from_secs(1);
 const TEST_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// Lines of each process log shown when something failed.
 const LOG_TAIL_LINES: usize = 40;
-
-/// One started process, killed when dropped.
-struct Proc {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // Errors mean the process already exited; nothing else to do.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs the suite; `quick` shrinks the message counts.
 pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
@@ -89,35 +74,37 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
     eprintln!("e2e: working directory {}", dir.display());
 
     let ns_port = free_port()?;
-    let ns_addr = format!("127.0.0.1:{ns_port}");
+    let ns_addr = loopback(ns_port);
     let mut procs = Vec::new();
-    let mut ns_cmd = Command::new(&namesrv_bin);
-    ns_cmd.args(["--bind", "127.0.0.1", "--listen-port", &ns_port.to_string()]);
-    procs.push(spawn("namesrv", ns_cmd, &dir)?);
+    let namesrv = Launch::new("namesrv", &namesrv_bin, dir.join("namesrv.log")).args([
+        "--bind",
+        "127.0.0.1",
+        "--listen-port",
+        &ns_port.to_string(),
+    ]);
+    procs.push(start(namesrv)?);
     let mut brokers = Vec::new();
     let mut grpc = Vec::new();
     for name in ["broker-a", "broker-b"] {
         let port = free_port()?;
         let grpc_port = free_port()?;
-        let mut cmd = Command::new(&broker_bin);
-        cmd.arg("-p")
+        let broker = Launch::new(name, &broker_bin, dir.join(format!("{name}.log")))
+            .arg("-p")
             .arg(port.to_string())
             .arg("-n")
             .arg(&ns_addr)
             .arg("--store-dir")
-            .arg(dir.join(name));
-        for set in [
-            "embeddedNamesrv=false".to_owned(),
-            "metricsListenPort=0".to_owned(),
-            format!("grpcListenPort={grpc_port}"),
-            format!("brokerName={name}"),
-            format!("mappedFileSizeCommitLog={}", 64 * 1024 * 1024),
-        ] {
-            cmd.arg("--set").arg(set);
-        }
-        procs.push(spawn(name, cmd, &dir)?);
-        brokers.push(format!("127.0.0.1:{port}"));
-        grpc.push(format!("127.0.0.1:{grpc_port}"));
+            .arg(dir.join(name))
+            .settings([
+                "embeddedNamesrv=false".to_owned(),
+                "metricsListenPort=0".to_owned(),
+                format!("grpcListenPort={grpc_port}"),
+                format!("brokerName={name}"),
+                format!("mappedFileSizeCommitLog={}", 64 * 1024 * 1024),
+            ]);
+        procs.push(start(broker)?);
+        brokers.push(loopback(port));
+        grpc.push(loopback(grpc_port));
     }
 
     let outcome = wait_ready(&mut procs, &ns_addr, &brokers, &interrupted).and_then(|()| {
@@ -143,13 +130,13 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
     });
     // Still-running processes are a result too: a crash mid-test shows here.
     for p in &mut procs {
-        if let Ok(Some(status)) = p.child.try_wait() {
-            eprintln!("e2e: {} exited early with {status}", p.name);
+        if let Ok(Some(status)) = p.try_wait() {
+            eprintln!("e2e: {} exited early with {status}", p.name());
         }
     }
     if outcome.is_err() {
         for p in &procs {
-            print_tail(p);
+            p.print_tail(LOG_TAIL_LINES);
         }
     }
     drop(procs);
@@ -171,29 +158,10 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
     }
 }
 
-/// The target directory `cargo build` uses: `CARGO_TARGET_DIR` or `<root>/target`.
-fn target_dir(root: &Path) -> PathBuf {
-    match env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => root.join(d),
-        None => root.join("target"),
-    }
-}
-
-/// A loopback port that was free a moment ago.
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("bind a free loopback port")?;
-    Ok(listener.local_addr().context("read the bound port")?.port())
-}
-
-/// Starts `cmd` with its stdout and stderr appended to `<dir>/<name>.log`.
-fn spawn(name: &'static str, mut cmd: Command, dir: &Path) -> Result<Proc> {
-    let log = dir.join(format!("{name}.log"));
-    let file = fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
-    let err = file.try_clone().context("duplicate the log file handle")?;
-    cmd.stdin(Stdio::null()).stdout(file).stderr(err);
-    eprintln!("e2e: start {name}: {cmd:?}");
-    let child = cmd.spawn().with_context(|| format!("start {name}"))?;
-    Ok(Proc { name, child, log })
+/// Starts a process, saying so.
+fn start(launch: Launch) -> Result<Proc> {
+    eprintln!("e2e: start {}: {launch:?}", launch.name());
+    Ok(launch.spawn()?)
 }
 
 /// Waits until every process accepts connections, then lets the brokers register.
@@ -206,28 +174,9 @@ fn wait_ready(
     let addrs: Vec<&str> = std::iter::once(ns_addr)
         .chain(brokers.iter().map(String::as_str))
         .collect();
-    let deadline = Instant::now() + STARTUP_LIMIT;
     for (proc, addr) in procs.iter_mut().zip(addrs) {
-        let sock: SocketAddr = addr.parse().with_context(|| format!("parse {addr}"))?;
-        loop {
-            if TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_ok() {
-                break;
-            }
-            if let Some(status) = proc.child.try_wait().context("poll a child process")? {
-                bail!("{} exited with {status} before listening", proc.name);
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "{} not listening on {addr} within {STARTUP_LIMIT:?}",
-                    proc.name
-                );
-            }
-            if interrupted.load(Ordering::Relaxed) {
-                bail!("interrupted while waiting for {}", proc.name);
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("e2e: {} listening on {addr}", proc.name);
+        proc.wait_listening_unless(addr, STARTUP_LIMIT, interrupted)?;
+        eprintln!("e2e: {} listening on {addr}", proc.name());
     }
     thread::sleep(REGISTRATION_PAUSE);
     Ok(())
@@ -263,24 +212,5 @@ fn run_bounded(mut cmd: Command, limit: Duration, interrupted: &AtomicBool) -> R
             bail!("{shown} {why}; its processes were killed");
         }
         thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Prints the last lines of a process's log.
-fn print_tail(p: &Proc) {
-    match fs::read_to_string(&p.log) {
-        Ok(text) => {
-            let lines: Vec<&str> = text.lines().collect();
-            let from = lines.len().saturating_sub(LOG_TAIL_LINES);
-            eprintln!(
-                "----- last {} lines of {} -----",
-                lines.len() - from,
-                p.log.display()
-            );
-            for line in &lines[from..] {
-                eprintln!("{line}");
-            }
-        }
-        Err(e) => eprintln!("e2e: cannot read {}: {e}", p.log.display()),
     }
 }

@@ -10,7 +10,7 @@
 //!   broker processes (see `e2e.rs`).
 //! - `bench overload|closed|protocols [--quick]`: the overload experiment,
 //!   the closed-loop throughput table and the remoting-versus-gRPC send
-//!   comparison against a real broker (see `bench.rs`).
+//!   comparison against a real broker (see `bench/mod.rs`).
 
 mod bench;
 mod ci;

@@ -98,8 +98,7 @@ fn group_heads(group: &str) -> Vec<String> {
     let mut heads = Vec::new();
     let mut depth = 0;
     let mut at_item_start = true;
-    let mut chars = group.char_indices();
-    while let Some((i, c)) = chars.next() {
+    for (i, c) in group.char_indices() {
         match c {
             '{' => depth += 1,
             '}' if depth == 0 => break,

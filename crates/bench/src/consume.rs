@@ -25,7 +25,7 @@ use message_model::now_ms;
 use serde::{Deserialize, Serialize};
 use tokio::{task::JoinSet, time::Instant};
 
-use crate::report::{PeriodMs, MAX_PERIOD_MS};
+use crate::report::{period_of, PeriodMs, MAX_PERIOD_MS};
 
 /// Consumer group the pulls declare unless told otherwise.
 pub const CONSUMER_GROUP: &str = "sluice-bench-consumer";
@@ -193,8 +193,8 @@ impl ConsumeRecorder {
             mb_per_sec: self.bytes as f64 / secs / 1e6,
             pulls: self.pulls,
             pull_errors: self.pull_errors,
-            e2e_from_born_ms: PeriodMs::of(&self.from_born_ms),
-            e2e_from_store_ms: PeriodMs::of(&self.from_store_ms),
+            e2e_from_born_ms: period_of(&self.from_born_ms),
+            e2e_from_store_ms: period_of(&self.from_store_ms),
         }
     }
 }

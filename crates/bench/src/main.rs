@@ -10,6 +10,7 @@ use bench::{
     args::{Args, Command, OverloadReportArgs},
     chart,
     overload::Overload,
+    report::Table,
     Report,
 };
 use clap::Parser;
@@ -51,7 +52,7 @@ fn produce(args: &bench::args::ProduceArgs) -> Result<()> {
     if args.json {
         println!("{}", report.to_json()?);
     } else {
-        print!("{report}");
+        print!("{}", Table(&report));
     }
     Ok(())
 }
@@ -65,8 +66,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn read_report(path: &std::path::Path) -> Result<Report> {
-    let text = fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    serde_json::from_str(&text)
+    let text = fs::read(path).with_context(|| format!("read {}", path.display()))?;
+    Report::from_json(&text)
         .with_context(|| format!("{} is not a sluice-bench --json report", path.display()))
 }
 

@@ -1,5 +1,8 @@
 //! Recording and reporting: HDR histograms and outcome counters while a run
-//! goes, then a [`Report`] printed as a table or as one JSON object.
+//! goes, then a [`Report`] printed as a table ([`Table`]) or as one JSON
+//! object ([`Report::to_json`]). The report's types are the `bench-report`
+//! crate's, re-exported here, so that `cargo xtask bench` reads the same
+//! schema without building the load tool.
 //!
 //! Latencies are kept in microseconds up to [`MAX_LATENCY_US`] and printed in
 //! milliseconds with three decimals; periods in queue are kept in the
@@ -12,12 +15,12 @@
 //! histogram; earlier ones keep their figures, so memory stays bounded by
 //! [`MAX_SERIES_SECONDS`].
 
-use std::{collections::BTreeMap, fmt, time::Duration};
+use std::{fmt, time::Duration};
 
 use anyhow::{Context, Result};
+pub use bench_report::{Failures, LatencyMs, PeriodMs, Report, Second};
 use hdrhistogram::Histogram;
 use remoting_protocol::ResponseCode;
-use serde::{Deserialize, Serialize};
 
 use crate::{
     config::{Config, Mode, Protocol},
@@ -48,28 +51,6 @@ pub struct Recorder {
     ok: u64,
     failed: Failures,
     series: Series,
-}
-
-/// One recorded second: what completed in it (1 is the first second after
-/// the warm-up).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Second {
-    /// Seconds since the end of the warm-up, counting from 1.
-    pub t: u64,
-    /// `SUCCESS` responses.
-    pub ok: u64,
-    /// `SYSTEM_BUSY` responses.
-    pub busy: u64,
-    /// Every other failure (timeouts, other codes, backlog skips, ...).
-    pub other_failed: u64,
-    /// Median latency of this second's `SUCCESS` responses.
-    pub ok_p50_ms: Option<f64>,
-    /// 99th percentile latency of this second's `SUCCESS` responses.
-    pub ok_p99_ms: Option<f64>,
-    /// Largest latency of this second's `SUCCESS` responses.
-    pub ok_max_ms: Option<f64>,
-    /// 99th percentile of this second's time to hear "busy".
-    pub busy_p99_ms: Option<f64>,
 }
 
 /// The per-second series under construction.
@@ -134,12 +115,12 @@ impl Series {
     /// Writes the open second's percentiles and empties its histograms.
     fn close(&mut self) {
         if let Some(second) = self.seconds.get_mut(self.current) {
-            if let Some(l) = LatencyMs::of(&self.ok_us) {
+            if let Some(l) = latency_of(&self.ok_us) {
                 second.ok_p50_ms = Some(l.p50);
                 second.ok_p99_ms = Some(l.p99);
                 second.ok_max_ms = Some(l.max);
             }
-            second.busy_p99_ms = LatencyMs::of(&self.busy_us).map(|l| l.p99);
+            second.busy_p99_ms = latency_of(&self.busy_us).map(|l| l.p99);
         }
         self.ok_us.reset();
         self.busy_us.reset();
@@ -151,115 +132,6 @@ impl Series {
         copy.close();
         copy.seconds
     }
-}
-
-/// Failed requests by kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failures {
-    /// `FLUSH_DISK_TIMEOUT` responses.
-    pub flush_disk_timeout: u64,
-    /// `SYSTEM_BUSY` responses by remark tag (`TIMEOUT_CLEAN_QUEUE`, ...).
-    pub busy: BTreeMap<String, u64>,
-    /// Other response codes, by number.
-    pub other_code: BTreeMap<i32, u64>,
-    /// gRPC business status codes without a remoting counterpart, by number.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub grpc_code: BTreeMap<i32, u64>,
-    /// gRPC calls that failed with a status of their own, by gRPC status
-    /// code (deadline exceeded counts as `timeout`, unavailable and cancelled
-    /// as `connection_error`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rpc_status: BTreeMap<i32, u64>,
-    /// Requests without a response within the timeout.
-    pub timeout: u64,
-    /// Requests whose connection failed or closed.
-    pub connection_error: u64,
-    /// Open-loop requests skipped, unsent, because too many were outstanding.
-    pub client_backlog: u64,
-}
-
-/// The result of a run, in the form printed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Report {
-    /// Protocol of the sends: `remoting` or `grpc`.
-    #[serde(default = "remoting")]
-    pub protocol: String,
-    /// Broker address (the gRPC endpoint's with protocol `grpc`).
-    pub broker: String,
-    /// Topic.
-    pub topic: String,
-    /// `closed` or `open`.
-    pub mode: String,
-    /// Concurrent senders (closed loop).
-    pub in_flight: Option<u32>,
-    /// Offered requests per second (open loop).
-    pub rate_per_sec: Option<f64>,
-    /// Cap on outstanding requests (open loop).
-    pub max_outstanding: Option<u64>,
-    /// TCP connections (remoting) or HTTP/2 channels (gRPC).
-    pub connections: u32,
-    /// Body size of each message.
-    pub body_bytes: usize,
-    /// Unrecorded warm-up, seconds.
-    pub warmup_s: f64,
-    /// Recorded time, seconds.
-    pub duration_s: f64,
-    /// Requests sent in the recorded time.
-    pub sent: u64,
-    /// `SUCCESS` responses.
-    pub ok: u64,
-    /// Failures of every kind, `client_backlog` skips included.
-    pub failed_total: u64,
-    /// Failures by kind.
-    pub failed: Failures,
-    /// `ok` per recorded second.
-    pub ok_per_sec: f64,
-    /// Body bytes of `ok` messages per recorded second, in MB (10^6 bytes).
-    pub mb_per_sec: f64,
-    /// Latency of `SUCCESS` responses.
-    pub latency_ms: Option<LatencyMs>,
-    /// Latency of `SYSTEM_BUSY` responses: how long it took to hear "busy".
-    pub time_to_busy_ms: Option<LatencyMs>,
-    /// The `period in queue` busy remarks reported.
-    pub period_in_queue_ms: Option<PeriodMs>,
-    /// The `retryAfterMs` back-off busy responses suggested.
-    pub retry_after_ms: Option<PeriodMs>,
-    /// Name server the route came from, when one was asked.
-    pub namesrv: Option<String>,
-    /// Each second of the recorded time (by completion).
-    pub series: Vec<Second>,
-}
-
-/// Latency percentiles in milliseconds (microsecond resolution).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct LatencyMs {
-    /// Values recorded.
-    pub count: u64,
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p999: f64,
-    /// Largest value.
-    pub max: f64,
-}
-
-/// Percentiles of a quantity recorded in whole milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeriodMs {
-    /// Values recorded.
-    pub count: u64,
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// Largest value.
-    pub max: u64,
 }
 
 impl Recorder {
@@ -381,111 +253,96 @@ impl Recorder {
             failed: self.failed.clone(),
             ok_per_sec: per_sec(self.ok as f64),
             mb_per_sec: per_sec(self.ok as f64 * config.body_bytes as f64) / 1e6,
-            latency_ms: LatencyMs::of(&self.latency_us),
-            time_to_busy_ms: LatencyMs::of(&self.busy_latency_us),
-            period_in_queue_ms: PeriodMs::of(&self.period_in_queue_ms),
-            retry_after_ms: PeriodMs::of(&self.retry_after_ms),
+            latency_ms: latency_of(&self.latency_us),
+            time_to_busy_ms: latency_of(&self.busy_latency_us),
+            period_in_queue_ms: period_of(&self.period_in_queue_ms),
+            retry_after_ms: period_of(&self.retry_after_ms),
             namesrv: config.namesrv.clone(),
             series: self.series.snapshot(),
         }
     }
 }
 
-impl Failures {
-    /// Failures of every kind.
-    pub fn total(&self) -> u64 {
-        self.flush_disk_timeout
-            + self.busy.values().sum::<u64>()
-            + self.other_code.values().sum::<u64>()
-            + self.grpc_code.values().sum::<u64>()
-            + self.rpc_status.values().sum::<u64>()
-            + self.timeout
-            + self.connection_error
-            + self.client_backlog
+/// Each non-zero kind of failure with its printed name, in a fixed order.
+pub fn failure_rows(failed: &Failures) -> Vec<(String, u64)> {
+    let mut rows = Vec::new();
+    if failed.flush_disk_timeout > 0 {
+        rows.push(("flush_disk_timeout".to_owned(), failed.flush_disk_timeout));
     }
-
-    /// Each non-zero kind with its printed name, in a fixed order.
-    pub fn rows(&self) -> Vec<(String, u64)> {
-        let mut rows = Vec::new();
-        if self.flush_disk_timeout > 0 {
-            rows.push(("flush_disk_timeout".to_owned(), self.flush_disk_timeout));
-        }
-        for (tag, n) in &self.busy {
-            rows.push((format!("busy {tag}"), *n));
-        }
-        for (code, n) in &self.other_code {
-            let name = match ResponseCode(*code).name() {
-                Some(name) => format!("code {code} ({name})"),
-                None => format!("code {code}"),
-            };
-            rows.push((name, *n));
-        }
-        for (code, n) in &self.grpc_code {
-            let name = match grpc_code_name(*code) {
-                Some(name) => format!("grpc code {code} ({name})"),
-                None => format!("grpc code {code}"),
-            };
-            rows.push((name, *n));
-        }
-        for (code, n) in &self.rpc_status {
-            let name = format!("rpc status {code} ({:?})", tonic::Code::from(*code));
-            rows.push((name, *n));
-        }
-        for (name, n) in [
-            ("timeout", self.timeout),
-            ("connection_error", self.connection_error),
-            ("client_backlog", self.client_backlog),
-        ] {
-            if n > 0 {
-                rows.push((name.to_owned(), n));
-            }
-        }
-        rows
+    for (tag, n) in &failed.busy {
+        rows.push((format!("busy {tag}"), *n));
     }
+    for (code, n) in &failed.other_code {
+        let name = match ResponseCode(*code).name() {
+            Some(name) => format!("code {code} ({name})"),
+            None => format!("code {code}"),
+        };
+        rows.push((name, *n));
+    }
+    for (code, n) in &failed.grpc_code {
+        let name = match grpc_code_name(*code) {
+            Some(name) => format!("grpc code {code} ({name})"),
+            None => format!("grpc code {code}"),
+        };
+        rows.push((name, *n));
+    }
+    for (code, n) in &failed.rpc_status {
+        let name = format!("rpc status {code} ({:?})", tonic::Code::from(*code));
+        rows.push((name, *n));
+    }
+    for (name, n) in [
+        ("timeout", failed.timeout),
+        ("connection_error", failed.connection_error),
+        ("client_backlog", failed.client_backlog),
+    ] {
+        if n > 0 {
+            rows.push((name.to_owned(), n));
+        }
+    }
+    rows
 }
 
-impl Report {
-    /// The report as one line of JSON.
-    ///
-    /// # Errors
-    /// Only if serialization fails, which plain numbers and strings do not.
-    pub fn to_json(&self) -> Result<String> {
-        serde_json::to_string(self).context("serialize the report as json")
-    }
-}
+/// A report shown as the table `sluice-bench` prints without `--json`.
+#[derive(Debug, Clone, Copy)]
+pub struct Table<'a>(pub &'a Report);
 
-impl fmt::Display for Report {
+impl fmt::Display for Table<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mode = match (self.in_flight, self.rate_per_sec, self.max_outstanding) {
+        let report = self.0;
+        let mode = match (
+            report.in_flight,
+            report.rate_per_sec,
+            report.max_outstanding,
+        ) {
             (Some(n), _, _) => format!("closed loop, {n} in flight"),
             (None, Some(rate), Some(cap)) => {
                 format!("open loop, {rate}/s offered, at most {cap} outstanding")
             }
-            _ => self.mode.clone(),
+            _ => report.mode.clone(),
         };
         writeln!(
             f,
             "broker        {} topic {} ({})",
-            self.broker, self.topic, self.protocol
+            report.broker, report.topic, report.protocol
         )?;
         writeln!(f, "mode          {mode}")?;
         writeln!(
             f,
             "load          {} connection(s), {}-byte bodies, {:.3} s recorded after {:.3} s warm-up",
-            self.connections, self.body_bytes, self.duration_s, self.warmup_s
+            report.connections, report.body_bytes, report.duration_s, report.warmup_s
         )?;
         writeln!(f)?;
-        writeln!(f, "{:<32}{:>12}", "sent", self.sent)?;
-        writeln!(f, "{:<32}{:>12}", "ok", self.ok)?;
-        writeln!(f, "{:<32}{:>12}", "failed", self.failed_total)?;
-        for (name, n) in self.failed.rows() {
+        writeln!(f, "{:<32}{:>12}", "sent", report.sent)?;
+        writeln!(f, "{:<32}{:>12}", "ok", report.ok)?;
+        writeln!(f, "{:<32}{:>12}", "failed", report.failed_total)?;
+        for (name, n) in failure_rows(&report.failed) {
             writeln!(f, "  {name:<30}{n:>12}")?;
         }
         writeln!(f)?;
         writeln!(
             f,
             "throughput    {:.1} msgs/s  {:.3} MB/s",
-            self.ok_per_sec, self.mb_per_sec
+            report.ok_per_sec, report.mb_per_sec
         )?;
         writeln!(f)?;
         writeln!(
@@ -493,52 +350,48 @@ impl fmt::Display for Report {
             "{:<18}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
             "(ms)", "count", "p50", "p90", "p99", "p99.9", "max"
         )?;
-        latency_row(f, "latency ok", self.latency_ms.as_ref())?;
-        if let Some(busy) = &self.time_to_busy_ms {
+        latency_row(f, "latency ok", report.latency_ms.as_ref())?;
+        if let Some(busy) = &report.time_to_busy_ms {
             latency_row(f, "time to busy", Some(busy))?;
         }
-        if let Some(period) = &self.period_in_queue_ms {
+        if let Some(period) = &report.period_in_queue_ms {
             period_row(f, "period in queue", period)?;
         }
-        if let Some(retry) = &self.retry_after_ms {
+        if let Some(retry) = &report.retry_after_ms {
             period_row(f, "retry after", retry)?;
         }
         Ok(())
     }
 }
 
-impl LatencyMs {
-    /// Percentiles of a histogram of microseconds, or `None` when empty.
-    pub fn of(us: &Histogram<u64>) -> Option<Self> {
-        if us.is_empty() {
-            return None;
-        }
-        let ms = |q: f64| micros_to_ms(us.value_at_quantile(q));
-        Some(Self {
-            count: us.len(),
-            p50: ms(0.50),
-            p90: ms(0.90),
-            p99: ms(0.99),
-            p999: ms(0.999),
-            max: micros_to_ms(us.max()),
-        })
+/// Latency percentiles of a histogram of microseconds, or `None` when empty.
+pub fn latency_of(us: &Histogram<u64>) -> Option<LatencyMs> {
+    if us.is_empty() {
+        return None;
     }
+    let ms = |q: f64| micros_to_ms(us.value_at_quantile(q));
+    Some(LatencyMs {
+        count: us.len(),
+        p50: ms(0.50),
+        p90: ms(0.90),
+        p99: ms(0.99),
+        p999: ms(0.999),
+        max: micros_to_ms(us.max()),
+    })
 }
 
-impl PeriodMs {
-    /// Percentiles of a histogram of milliseconds, or `None` when empty.
-    pub fn of(ms: &Histogram<u64>) -> Option<Self> {
-        if ms.is_empty() {
-            return None;
-        }
-        Some(Self {
-            count: ms.len(),
-            p50: ms.value_at_quantile(0.50),
-            p90: ms.value_at_quantile(0.90),
-            p99: ms.value_at_quantile(0.99),
-            max: ms.max(),
-        })
+/// Percentiles of a histogram of milliseconds, or `None` when empty.
+pub fn period_of(ms: &Histogram<u64>) -> Option<PeriodMs> {
+    if ms.is_empty() {
+        return None;
     }
+    Some(PeriodMs {
+        count: ms.len(),
+        p50: ms.value_at_quantile(0.50),
+        p90: ms.value_at_quantile(0.90),
+        p99: ms.value_at_quantile(0.99),
+        max: ms.max(),
+    })
 }
 
 /// Milliseconds with three decimals, from microseconds, exactly.
@@ -561,11 +414,6 @@ pub fn progress_line(
     }
     let p99 = p99_us.map_or_else(|| "-".to_owned(), format_ms);
     format!("[{secs:>4}s] ok/s {ok_last_sec:>8}  failed {failed:>8}  p99 {p99} ms")
-}
-
-/// The protocol of reports written before it was recorded.
-fn remoting() -> String {
-    "remoting".to_owned()
 }
 
 fn histogram(high: u64) -> Result<Histogram<u64>> {
@@ -673,7 +521,10 @@ mod tests {
             .ok_or_else(|| anyhow::anyhow!("no period"))?;
         assert_eq!((period.count, period.max), (2, 250));
         assert_eq!(report.time_to_busy_ms.map(|b| b.count), Some(3));
-        let rows: Vec<String> = report.failed.rows().into_iter().map(|r| r.0).collect();
+        let rows: Vec<String> = failure_rows(&report.failed)
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
         assert_eq!(
             rows,
             [
@@ -721,7 +572,7 @@ mod tests {
                 max_outstanding: 10,
             },
         );
-        let table = report.to_string();
+        let table = Table(&report).to_string();
         assert!(table.contains("open loop, 100/s offered"), "{table}");
         assert!(table.contains("busy TIMEOUT_CLEAN_QUEUE"), "{table}");
         assert!(table.contains("1.500"), "{table}");

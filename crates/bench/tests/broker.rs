@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use bench::{
     consume::{consume, ConsumeConfig, StartFrom, CONSUMER_GROUP},
+    report::Table,
     run, Config,
 };
 use broker_server::testing::{loopback, start_broker};
@@ -29,10 +30,14 @@ async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
     let report = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
         .await
         .context("the closed loop stops by itself")??;
-    assert!(report.ok > 0, "{report}");
-    assert_eq!(report.failed_total, 0, "{report}");
+    assert!(report.ok > 0, "{}", Table(&report));
+    assert_eq!(report.failed_total, 0, "{}", Table(&report));
     assert_eq!(report.namesrv.as_deref(), Some(namesrv.as_str()));
-    assert!(report.broker.starts_with("bench-broker="), "{report}");
+    assert!(
+        report.broker.starts_with("bench-broker="),
+        "{}",
+        Table(&report)
+    );
 
     let consumed = tokio::time::timeout(
         Duration::from_secs(20),
@@ -51,7 +56,11 @@ async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
     .context("the consumer stops by itself")??;
     assert_eq!(consumed.queues, 4, "{consumed}");
     // Warm-up sends are stored too, so at least the recorded ones come back.
-    assert!(consumed.messages >= report.ok, "{consumed}\n{report}");
+    assert!(
+        consumed.messages >= report.ok,
+        "{consumed}\n{}",
+        Table(&report)
+    );
     assert_eq!(consumed.bytes, consumed.messages * 100);
     assert_eq!(consumed.pull_errors, 0, "{consumed}");
     let born = consumed.e2e_from_born_ms.context("no end-to-end latency")?;

@@ -8,7 +8,7 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use anyhow::{Context, Result};
-use bench::{grpc::GrpcSender, run, Config, Outcome, Protocol, Report};
+use bench::{grpc::GrpcSender, report::Table, run, Config, Outcome, Protocol, Report};
 use broker_server::{testing::start_broker, Broker};
 
 fn grpc_config(broker: &Broker, topic: &str) -> Result<Config> {
@@ -26,13 +26,18 @@ fn grpc_config(broker: &Broker, topic: &str) -> Result<Config> {
 
 /// Every recorded send is either ok or a failure of some kind.
 fn assert_counts_add_up(report: &Report) {
-    assert_eq!(report.sent, report.ok + report.failed_total, "{report}");
+    assert_eq!(
+        report.sent,
+        report.ok + report.failed_total,
+        "{}",
+        Table(report)
+    );
     let by_second: u64 = report
         .series
         .iter()
         .map(|s| s.ok + s.busy + s.other_failed)
         .sum();
-    assert_eq!(by_second, report.sent, "{report}");
+    assert_eq!(by_second, report.sent, "{}", Table(report));
 }
 
 /// Messages the broker holds in the topic's queues, once the counts settle.
@@ -48,10 +53,8 @@ async fn stored(broker: &Broker, topic: &str, expected: i64) -> Result<i64> {
             .map(|q| broker.state().store.max_offset_in_queue(topic, q))
             .sum::<i64>()
     };
-    for _ in 0..100 {
-        if count() == expected {
-            break;
-        }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count() != expected && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(count())
@@ -68,14 +71,19 @@ async fn closed_loop_over_grpc_stores_every_accepted_send() -> Result<()> {
     let report = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
         .await
         .context("the closed loop stops by itself")??;
-    assert!(report.ok > 0, "{report}");
-    assert_eq!(report.failed_total, 0, "{report}");
+    assert!(report.ok > 0, "{}", Table(&report));
+    assert_eq!(report.failed_total, 0, "{}", Table(&report));
     assert_counts_add_up(&report);
     assert_eq!(report.protocol, "grpc");
     assert_eq!(report.broker, config.grpc);
     assert_eq!(report.connections, 2);
     let ok = i64::try_from(report.ok)?;
-    assert_eq!(stored(&broker, "BenchGrpcTopic", ok).await?, ok, "{report}");
+    assert_eq!(
+        stored(&broker, "BenchGrpcTopic", ok).await?,
+        ok,
+        "{}",
+        Table(&report)
+    );
     broker.shutdown().await;
     Ok(())
 }
@@ -105,14 +113,19 @@ async fn open_loop_over_grpc_counts_busy_answers_by_tag() -> Result<()> {
     .await
     .context("the open loop stops by itself")??;
     assert_counts_add_up(&report);
-    assert!(report.ok > 0, "{report}");
+    assert!(report.ok > 0, "{}", Table(&report));
     let overload = report.failed.busy.get("OVERLOAD").copied().unwrap_or(0);
-    assert!(overload > 0, "{report}");
-    assert_eq!(report.failed_total, overload, "{report}");
+    assert!(overload > 0, "{}", Table(&report));
+    assert_eq!(report.failed_total, overload, "{}", Table(&report));
     let hints = report.retry_after_ms.context("busy answers carry a hint")?;
     assert_eq!(hints.count, overload);
     let ok = i64::try_from(report.ok)?;
-    assert_eq!(stored(&broker, "BenchGrpcBusy", ok).await?, ok, "{report}");
+    assert_eq!(
+        stored(&broker, "BenchGrpcBusy", ok).await?,
+        ok,
+        "{}",
+        Table(&report)
+    );
     broker.shutdown().await;
     Ok(())
 }

@@ -13,7 +13,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use bench::{run, Config, Report};
+use bench::{report::Table, run, Config, Report};
 use remoting_net::{serve, CancellationToken, Connection, Handler, ServerOptions};
 use remoting_protocol::{header::SendMessageResponseHeader, RemotingCommand, ResponseCode};
 use tokio::{net::TcpListener, task::JoinHandle};
@@ -89,14 +89,15 @@ fn short_config(addr: &str) -> Config {
 }
 
 fn assert_busy_counted(report: &Report) {
-    assert!(report.ok > 0, "{report}");
+    assert!(report.ok > 0, "{}", Table(report));
     let busy = report.failed.busy.get("TIMEOUT_CLEAN_QUEUE").copied();
-    assert!(busy.is_some_and(|n| n > 0), "{report}");
-    assert_eq!(report.failed.busy.len(), 1, "{report}");
+    assert!(busy.is_some_and(|n| n > 0), "{}", Table(report));
+    assert_eq!(report.failed.busy.len(), 1, "{}", Table(report));
     assert_eq!(
         report.period_in_queue_ms.map(|p| p.max),
         Some(250),
-        "{report}"
+        "{}",
+        Table(report)
     );
     assert_eq!(
         report.time_to_busy_ms.map(|b| b.count),
@@ -104,9 +105,14 @@ fn assert_busy_counted(report: &Report) {
         "every busy response has a time to busy"
     );
     assert_eq!(report.latency_ms.map(|l| l.count), Some(report.ok));
-    assert_eq!(report.ok + busy.unwrap_or(0), report.sent, "{report}");
-    assert_eq!(report.failed.timeout, 0, "{report}");
-    assert_eq!(report.failed.connection_error, 0, "{report}");
+    assert_eq!(
+        report.ok + busy.unwrap_or(0),
+        report.sent,
+        "{}",
+        Table(report)
+    );
+    assert_eq!(report.failed.timeout, 0, "{}", Table(report));
+    assert_eq!(report.failed.connection_error, 0, "{}", Table(report));
     assert!(report.to_json().is_ok());
 }
 
@@ -114,7 +120,7 @@ fn assert_busy_counted(report: &Report) {
 async fn closed_loop_counts_successes_and_busy_by_tag() -> Result<()> {
     let broker = Running::start().await?;
     let report = tokio::time::timeout(
-        Duration::from_secs(3),
+        Duration::from_secs(10),
         run::closed_loop(&short_config(&broker.addr), 4),
     )
     .await
@@ -129,7 +135,7 @@ async fn open_loop_sends_at_the_offered_rate_and_counts_busy_by_tag() -> Result<
     let broker = Running::start().await?;
     let config = short_config(&broker.addr);
     let report = tokio::time::timeout(
-        Duration::from_secs(3),
+        Duration::from_secs(10),
         run::open_loop(&config, 2000.0, 1000),
     )
     .await
@@ -137,8 +143,8 @@ async fn open_loop_sends_at_the_offered_rate_and_counts_busy_by_tag() -> Result<
     assert_eq!(report.mode, "open");
     assert_busy_counted(&report);
     // 2000/s over 300 ms is 600 requests; allow for the window's edges.
-    assert!((590..=610).contains(&report.sent), "{report}");
-    assert_eq!(report.failed.client_backlog, 0, "{report}");
+    assert!((590..=610).contains(&report.sent), "{}", Table(&report));
+    assert_eq!(report.failed.client_backlog, 0, "{}", Table(&report));
     broker.stop().await
 }
 
@@ -155,13 +161,13 @@ async fn open_loop_skips_requests_beyond_the_outstanding_cap() -> Result<()> {
     let mut config = short_config(&addr);
     config.connections = 1;
     config.timeout = Duration::from_millis(200);
-    let report = tokio::time::timeout(Duration::from_secs(3), run::open_loop(&config, 1000.0, 5))
+    let report = tokio::time::timeout(Duration::from_secs(10), run::open_loop(&config, 1000.0, 5))
         .await
         .context("the open loop stops by itself")??;
-    assert_eq!(report.ok, 0, "{report}");
-    assert!(report.failed.client_backlog > 0, "{report}");
-    assert!(report.failed.timeout > 0, "{report}");
-    assert_eq!(report.sent, report.failed.timeout, "{report}");
+    assert_eq!(report.ok, 0, "{}", Table(&report));
+    assert!(report.failed.client_backlog > 0, "{}", Table(&report));
+    assert!(report.failed.timeout > 0, "{}", Table(&report));
+    assert_eq!(report.sent, report.failed.timeout, "{}", Table(&report));
     silent.abort();
     Ok(())
 }

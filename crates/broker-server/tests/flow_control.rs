@@ -5,7 +5,10 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use bytes::BytesMut;
 use common::{send_request, TestBroker};
@@ -154,8 +157,16 @@ async fn page_cache_busy_rejects_new_sends_and_drains_queued_ones() {
         let b = Arc::clone(&b);
         tokio::spawn(async move { burst(&b, "Busy", 4).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(b.broker.state().store.is_os_page_cache_busy());
+    // Wait until the lock has been held past the busy limit (within the
+    // 600 ms it is held).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !b.broker.state().store.is_os_page_cache_busy() {
+        assert!(
+            Instant::now() < deadline,
+            "the put lock never counted as busy"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let late = b.invoke(send_request("Busy", 0, b"late", "")).await;
     assert_eq!(late.response_code(), ResponseCode::SYSTEM_BUSY);
     assert_eq!(

@@ -271,7 +271,7 @@ async fn sends_echo_the_id_report_offsets_and_store_the_uniq_key() {
     assert_eq!(ids, [("0102ID-TWO", 1), ("0102ID-THREE", 2)]);
 
     // The stored message is readable through the remoting pull path.
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let pulled = loop {
         let p = b.invoke(pull_request("GrpcSend", 0, 0, 1)).await;
         if p.response_code() == ResponseCode::SUCCESS || std::time::Instant::now() > deadline {

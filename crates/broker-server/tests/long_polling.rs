@@ -38,8 +38,12 @@ fn suspended_pull(topic: &str, offset: i64, suspend_ms: i64) -> RemotingCommand 
 async fn create_topic(b: &TestBroker, topic: &str) {
     let first = b.invoke(send_request(topic, 0, b"first", "")).await;
     assert_eq!(first.response_code(), ResponseCode::SUCCESS);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while b.broker.state().store.max_offset_in_queue(topic, 0) < 1 && Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.broker.state().store.max_offset_in_queue(topic, 0) < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the first message of {topic} was not dispatched"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -53,8 +57,14 @@ async fn a_message_sent_while_a_pull_waits_is_delivered_at_once() {
         let b = Arc::clone(&b);
         tokio::spawn(async move { b.invoke(suspended_pull("LP", 1, 10_000)).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(b.broker.state().pull_hold.len(), 1, "the pull is parked");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.broker.state().pull_hold.len() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the pull was not parked within 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let sent_at = Instant::now();
     assert_eq!(
         b.invoke(send_request("LP", 0, b"wake up", ""))

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{send_request, TestBroker};
 use remoting_protocol::ResponseCode;
@@ -60,10 +60,7 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
         codes.contains(&ResponseCode::SUCCESS) && codes.contains(&ResponseCode::SYSTEM_BUSY),
         "{codes:?}"
     );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let text = scrape(port).await;
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    for needle in [
+    let needles = [
         "sluice_requests_total{family=\"send\",outcome=\"accepted\"}",
         "sluice_rejections_total{family=\"send\",reason=\"overload\"}",
         "sluice_store_messages_total",
@@ -72,7 +69,18 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
         "sluice_store_append_seconds_bucket",
         "sluice_queue_wait_seconds_bucket{queue=\"send\"",
         "sluice_queue_capacity{queue=\"send\"} 1",
-    ] {
+    ];
+    // The gauges are refreshed once a second: scrape until they have been.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = scrape(port).await;
+        if needles.iter().all(|n| text.contains(n)) || Instant::now() >= deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    for needle in needles {
         assert!(text.contains(needle), "missing {needle} in:\n{text}");
     }
 }

@@ -7,7 +7,10 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use broker_server::request::Family;
 use common::{send_request, TestBroker};
@@ -230,10 +233,8 @@ async fn a_send_waiting_for_its_flush_at_shutdown_is_still_answered() {
     };
     // Shut down while the send waits for its (slow) flush.
     let store_has_it = || broker.state().store.max_offset_in_queue("SyncStop", 0) == 2;
-    for _ in 0..2000 {
-        if store_has_it() {
-            break;
-        }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !store_has_it() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(store_has_it(), "the second send was appended");

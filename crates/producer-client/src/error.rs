@@ -35,10 +35,15 @@ pub enum ProducerError {
     /// ("invoke too fast" / "tryAcquire semaphore timeout"): a client-side
     /// limit (`clientAsyncSemaphoreValue`, `clientOnewaySemaphoreValue`), not
     /// a broker answer.
-    #[error("too many requests: {in_flight} sends in flight, no permit within {waited_ms} ms")]
+    #[error(
+        "too many requests: {in_flight} sends in flight (limit {limit}), no permit within {waited_ms} ms"
+    )]
     TooManyRequests {
-        /// Sends holding a permit when the wait gave up.
+        /// Permits held when the wait gave up, counted at that moment (while
+        /// this send still waited for one), not read later.
         in_flight: usize,
+        /// The in-flight limit the send was refused by.
+        limit: usize,
         /// How long the send waited for a permit.
         waited_ms: u64,
     },

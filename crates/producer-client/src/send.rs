@@ -203,11 +203,18 @@ impl Inner {
             return Ok(p);
         }
         let wait = budget.remaining();
-        match tokio::time::timeout(wait, Arc::clone(permits).acquire_owned()).await {
+        let acquire = Arc::clone(permits).acquire_owned();
+        tokio::pin!(acquire);
+        match tokio::time::timeout(wait, &mut acquire).await {
             Ok(Ok(p)) => Ok(p),
             Ok(Err(_)) => Err(ProducerError::Shutdown),
+            // Counted while this send still waits in the semaphore's queue,
+            // before dropping its place: a permit released since the timer
+            // fired goes to the queue, not back to the pool, so the count is
+            // what the send gave up on rather than a later moment's.
             Err(_) => Err(ProducerError::TooManyRequests {
                 in_flight: limit.saturating_sub(permits.available_permits()),
+                limit,
                 waited_ms: millis(budget.start.elapsed()),
             }),
         }

@@ -2,7 +2,8 @@
 //! with `TooManyRequests` after `sendMsgTimeout`; in back-pressure mode
 //! (`enableBackpressureForAsyncMode`) it waits as long as it takes and the
 //! send then succeeds. One permit and a broker that holds its put lock
-//! 300 ms per message make the wait longer than the send timeout.
+//! 1 s per message make the wait behind three sends (at least 3 s) longer
+//! than the 2 s send timeout, which is itself twice what one send needs.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -14,10 +15,14 @@ use producer_client::{
     Message, Producer, ProducerConfig, ProducerError, ProducerStats, SendResult,
 };
 
-const SEND_TIMEOUT: Duration = Duration::from_millis(400);
+/// How long the broker holds its put lock per message.
+const PUT_DELAY: Duration = Duration::from_millis(1000);
+const SEND_TIMEOUT: Duration = Duration::from_millis(2000);
+/// How long after the sync sends the async send starts.
+const HEAD_START: Duration = Duration::from_millis(50);
 
 /// What happened to an async send that started behind three sync sends
-/// queued for the single permit (about 900 ms of broker time in all).
+/// queued for the single permit (at least 3 s of broker time in all).
 struct Outcome {
     /// `send_async`'s own result, and the handle's result if it gave one.
     started: Result<Result<SendResult, ProducerError>, ProducerError>,
@@ -27,7 +32,8 @@ struct Outcome {
 }
 
 async fn async_send_behind_three_slow_sends(backpressure: bool) -> Outcome {
-    let b = TestBroker::start(&[("faultPutLockDelayMills", "300")]).await;
+    let delay = PUT_DELAY.as_millis().to_string();
+    let b = TestBroker::start(&[("faultPutLockDelayMills", &delay)]).await;
     b.create_topic("Slow").await;
     common::wait_for_route(b.namesrv(), "Slow", 1).await;
     let producer = Producer::start(ProducerConfig {
@@ -52,7 +58,7 @@ async fn async_send_behind_three_slow_sends(backpressure: bool) -> Outcome {
         );
     };
     let waiter = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(HEAD_START).await;
         let began = Instant::now();
         let started = producer.send_async(Message::new("Slow", "waiter")).await;
         let waited = began.elapsed();
@@ -77,11 +83,15 @@ async fn without_backpressure_mode_send_async_fails_with_too_many_requests_after
     bounded(30, async {
         let out = async_send_behind_three_slow_sends(false).await;
         match out.started {
-            Err(ProducerError::TooManyRequests { in_flight, .. }) => assert_eq!(in_flight, 1),
+            Err(ProducerError::TooManyRequests {
+                in_flight, limit, ..
+            }) => assert_eq!((in_flight, limit), (1, 1), "the one permit, held"),
             other => panic!("expected TooManyRequests, got {other:?}"),
         }
+        // Gave up at the send timeout, well before the permit could come
+        // back (the three sends ahead hold it at least 3 x PUT_DELAY).
         assert!(
-            out.waited >= SEND_TIMEOUT && out.waited < Duration::from_millis(800),
+            out.waited >= SEND_TIMEOUT && out.waited < 3 * PUT_DELAY - HEAD_START,
             "{:?}",
             out.waited
         );

@@ -18,7 +18,7 @@ async fn a_broker_that_never_answers_times_out_at_the_send_timeout() {
         let silent =
             FakeBroker::start(Behaviour::Silent, ns.namesrv(), "broker-silent", &["Quiet"]).await;
         let producer = Producer::start(ProducerConfig {
-            send_msg_timeout: Duration::from_millis(300),
+            send_msg_timeout: Duration::from_millis(1000),
             ..config(ns.namesrv())
         })
         .await
@@ -32,13 +32,14 @@ async fn a_broker_that_never_answers_times_out_at_the_send_timeout() {
                 timeout_ms,
                 broker_addr,
             }) => {
-                assert_eq!(timeout_ms, 300);
+                assert_eq!(timeout_ms, 1000);
                 assert_eq!(broker_addr.as_deref(), Some(silent.addr.as_str()));
             }
             other => panic!("expected a timeout, got {other:?}"),
         }
+        // The budget and not much more: less than two budgets.
         assert!(
-            elapsed >= Duration::from_millis(300) && elapsed < Duration::from_millis(800),
+            elapsed >= Duration::from_millis(1000) && elapsed < Duration::from_millis(2000),
             "{elapsed:?}"
         );
         assert_eq!(
@@ -54,7 +55,7 @@ async fn a_broker_that_never_answers_times_out_at_the_send_timeout() {
         assert!(matches!(
             handle.await,
             Err(ProducerError::Timeout {
-                timeout_ms: 300,
+                timeout_ms: 1000,
                 ..
             })
         ));
@@ -82,8 +83,9 @@ async fn a_broker_that_hangs_up_mid_request_fails_the_send_promptly() {
             matches!(r, Err(ProducerError::Connection { ref addr, .. }) if *addr == rude.addr),
             "{r:?}"
         );
+        // Well within the 10 s budget: nothing waited for a timeout.
         assert!(
-            began.elapsed() < Duration::from_secs(2),
+            began.elapsed() < Duration::from_secs(5),
             "{:?}",
             began.elapsed()
         );
@@ -103,13 +105,21 @@ async fn an_unreachable_name_server_fails_the_send_promptly() {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let producer = Producer::start(config(&format!("127.0.0.1:{port}")))
-            .await
-            .unwrap();
+        let producer = Producer::start(ProducerConfig {
+            send_msg_timeout: Duration::from_secs(10),
+            ..config(&format!("127.0.0.1:{port}"))
+        })
+        .await
+        .unwrap();
         let began = Instant::now();
         let r = producer.send(Message::new("Nowhere", "x")).await;
         assert!(matches!(r, Err(ProducerError::Connection { .. })), "{r:?}");
-        assert!(began.elapsed() < Duration::from_secs(2));
+        // Well within the 10 s budget: the refusal ended the send.
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            began.elapsed()
+        );
         producer.shutdown().await;
     })
     .await;

@@ -158,23 +158,29 @@ async fn a_batch_lands_in_one_queue_with_consecutive_offsets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_in_flight_limit_fails_with_too_many_requests_after_the_send_timeout() {
+    // The holder keeps the only permit at least this long (the broker sleeps
+    // holding its put lock), far longer than the waiter's send timeout.
+    const PUT_DELAY: Duration = Duration::from_millis(2000);
+    const SEND_TIMEOUT: Duration = Duration::from_millis(200);
+    const HEAD_START: Duration = Duration::from_millis(100);
     bounded(30, async {
-        let b = TestBroker::start(&[("faultPutLockDelayMills", "800")]).await;
+        let b = TestBroker::start(&[("faultPutLockDelayMills", "2000")]).await;
         b.create_topic("Slow").await;
         common::wait_for_route(b.namesrv(), "Slow", 1).await;
         let producer = Producer::start(ProducerConfig {
             client_async_semaphore_value: 1,
-            send_msg_timeout: Duration::from_millis(200),
+            send_msg_timeout: SEND_TIMEOUT,
             ..config(b.namesrv())
         })
         .await
         .unwrap();
         // Warm the route cache so that the holder goes straight to the broker.
         producer.publish_queues("Slow").await.unwrap();
+        // Polled first, the holder takes the permit before the waiter starts.
         let holder =
             producer.send_with_timeout(Message::new("Slow", "holder"), Duration::from_secs(10));
         let waiter = async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(HEAD_START).await;
             let began = Instant::now();
             let r = producer.send(Message::new("Slow", "waiter")).await;
             (r, began.elapsed())
@@ -184,14 +190,20 @@ async fn an_exhausted_in_flight_limit_fails_with_too_many_requests_after_the_sen
         match waited {
             Err(ProducerError::TooManyRequests {
                 in_flight,
+                limit,
                 waited_ms,
             }) => {
-                assert_eq!(in_flight, 1);
+                assert_eq!((in_flight, limit), (1, 1), "the one permit, held");
                 assert!(waited_ms >= 200, "{waited_ms}");
             }
             other => panic!("expected TooManyRequests, got {other:?}"),
         }
-        assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_millis(700));
+        // Gave up at the send timeout, well before the holder could have
+        // released the permit.
+        assert!(
+            elapsed >= SEND_TIMEOUT && elapsed < PUT_DELAY - HEAD_START,
+            "{elapsed:?}"
+        );
         assert_eq!(producer.stats().failed_too_many_requests, 1);
         producer.shutdown().await;
     })

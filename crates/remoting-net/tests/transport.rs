@@ -7,7 +7,7 @@ use std::{
         atomic::{AtomicUsize, Ordering},
         Arc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use remoting_net::{
@@ -168,7 +168,13 @@ async fn closed_connection_fails_pending_requests_at_once() {
         matches!(outcome, Err(ClientError::ConnectionClosed { .. })),
         "{outcome:?}"
     );
-    assert!(handler.closed.load(Ordering::SeqCst) >= 1);
+    // The server calls `on_close` after its writer has closed the socket,
+    // so the client may see the close first: wait for the count.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handler.closed.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "on_close was never called");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let again = conn.invoke(heartbeat("z"), Duration::from_secs(1)).await;
     assert!(matches!(again, Err(ClientError::ConnectionClosed { .. })));
 }
@@ -209,8 +215,15 @@ async fn shutdown_stops_accepting() {
         .await
         .unwrap();
     shutdown.cancel();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(TcpStream::connect(&addr).await.is_err(), "listener is gone");
+    // The accept loop drops the listener when it sees the cancellation.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&addr).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "listener still there 10 s after shutdown"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let outcome = conn.invoke(heartbeat("late"), Duration::from_secs(2)).await;
     assert!(outcome.is_err(), "connections close on shutdown");
 }
@@ -223,21 +236,43 @@ async fn reconnecting_to_a_dead_address_backs_off() {
         l.local_addr().unwrap().to_string()
     };
     let client = RemotingClient::new(ClientOptions::default());
-    let first = client
-        .invoke(&addr, heartbeat("x"), Duration::from_secs(1))
-        .await
-        .unwrap_err();
+    let attempt = || async {
+        client
+            .invoke(&addr, heartbeat("x"), Duration::from_secs(1))
+            .await
+            .unwrap_err()
+    };
+    let started = Instant::now();
+    let first = attempt().await;
     assert!(matches!(first, ClientError::Connect { .. }), "{first}");
-    let second = client
-        .invoke(&addr, heartbeat("x"), Duration::from_secs(1))
-        .await
-        .unwrap_err();
-    assert!(second.to_string().contains("next attempt in"), "{second}");
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let third = client
-        .invoke(&addr, heartbeat("x"), Duration::from_secs(1))
-        .await
-        .unwrap_err();
+    assert!(!first.to_string().contains("next attempt in"), "{first}");
+    let second = attempt().await.to_string();
+    if started.elapsed() < Duration::from_millis(100) {
+        // Both calls fell within the first back-off (100 ms from the failure).
+        assert!(
+            second.contains("1 connect attempt(s) failed; next attempt in"),
+            "{second}"
+        );
+    }
+    // A call that came after the back-off (a slow machine) tried again and
+    // started a longer one; an immediate call then falls within that.
+    let mut refusal = second;
+    for _ in 0..10 {
+        if refusal.contains("next attempt in") {
+            break;
+        }
+        refusal = attempt().await.to_string();
+    }
+    let wait_ms: u64 = refusal
+        .split("next attempt in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no back-off announced: {refusal}"));
+    assert!(wait_ms <= 5_000, "{refusal}");
+    // Once the announced back-off has passed, the next call tries again.
+    tokio::time::sleep(Duration::from_millis(wait_ms + 50)).await;
+    let third = attempt().await;
     assert!(
         !third.to_string().contains("next attempt in"),
         "tried again after the back-off: {third}"

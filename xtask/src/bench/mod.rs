@@ -1,0 +1,164 @@
+//! `cargo xtask bench <experiment>`: benchmarks of a real broker process
+//! driven by the load tool (`sluice-bench`), both built in release
+//! (`--quick`: debug, short phases, for CI).
+//!
+//! - `overload`: measures the broker's sustainable rate (closed loop), then
+//!   offers a multiple of it (2x) open loop with `waitTimeMillsInSendQueue`
+//!   200, once with early admission on and once off, each on a fresh broker;
+//!   prints the table (`sluice-bench overload-report`) and writes
+//!   `overload.json` and `overload.png` to the output directory. By default
+//!   the capacity is bounded by a fault-injected put-lock delay
+//!   (`faultPutLockDelayMills=1`), so that the load tool, which shares the
+//!   CPUs with the broker, can offer twice what the broker sustains;
+//!   `--bound cpu` removes the fault and says when the load tool could not
+//!   keep up.
+//! - `closed`: closed-loop throughput and latency of 1 KiB sends at 1, 16
+//!   and 64 in flight under `ASYNC_FLUSH` and `SYNC_FLUSH`, one table, and
+//!   `closed.json`.
+//! - `protocols`: the same closed-loop sends over remoting and over gRPC
+//!   against one broker (`ASYNC_FLUSH`): at 64 in flight remoting, gRPC,
+//!   then remoting again (the difference between the two remoting runs
+//!   shows how much the machine drifted), then 1 in flight over both; one
+//!   table with the gRPC/remoting ratios, and `protocols.json`.
+//!
+//! Each broker runs with its embedded name server (and its gRPC endpoint)
+//! on free loopback ports,
+//! its own store directory under the target directory and its log captured
+//! there; it is killed when its phase ends, also on error. The working
+//! directory is removed afterwards unless something failed.
+//!
+//! `runner.rs` holds what the experiments share (build, work directory,
+//! broker process, load tool runs); `overload.rs`, `closed.rs` and
+//! `protocols.rs` hold one experiment each, with its table.
+
+mod closed;
+mod overload;
+mod protocols;
+mod runner;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use runner::run_experiment;
+
+const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols> [options]
+
+  overload [--quick] [--out DIR] [--bound fault|cpu] [--fault-ms N]
+           capacity, then 2x capacity with early admission on and off
+           (--bound fault, the default: capacity bounded by
+           faultPutLockDelayMills=N, default 1; cpu: no fault)
+  closed   [--quick] [--out DIR] [--connections N]
+           1, 16, 64 in flight, ASYNC_FLUSH and SYNC_FLUSH, 1 KiB messages
+           (default 1, 2 and 4 connections)
+  protocols [--quick] [--out DIR] [--connections N]
+           one ASYNC_FLUSH broker: 64 in flight over remoting, gRPC, remoting
+           again, then 1 in flight over both; 1 KiB messages, gRPC/remoting
+           ratios (default 4 connections or channels at 64, 1 at 1)
+
+  --quick  debug build and short phases (for CI)
+  --out    where the results go (default <target>/bench)
+  --set KEY=VALUE  a broker setting added to each broker's (may repeat)";
+
+/// What bounds the broker's capacity in the overload experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// `faultPutLockDelayMills` = this many ms.
+    Fault(u64),
+    /// Nothing injected: CPU and disk.
+    Cpu,
+}
+
+/// Options shared by the experiments.
+#[derive(Debug, Clone)]
+struct Options {
+    quick: bool,
+    out: Option<PathBuf>,
+    bound: Bound,
+    connections: Option<u32>,
+    /// Extra broker settings (`key=value`), after the experiment's own.
+    settings: Vec<String>,
+}
+
+/// Parses `bench` arguments and runs the experiment.
+pub fn main(root: &Path, args: &[String]) -> Result<()> {
+    let Some((experiment, rest)) = args.split_first() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    let mut options = Options {
+        quick: false,
+        out: None,
+        bound: Bound::Fault(1),
+        connections: None,
+        settings: Vec::new(),
+    };
+    let mut bound_cpu = false;
+    let mut fault_ms = 1;
+    let mut it = rest.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .with_context(|| format!("bench: {name} needs a value\n\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--quick" => options.quick = true,
+            "--out" => options.out = Some(PathBuf::from(value("--out")?)),
+            "--set" => {
+                let v = value("--set")?;
+                if !v.contains('=') {
+                    bail!("bench: --set {v:?}: expected KEY=VALUE");
+                }
+                options.settings.push(v);
+            }
+            "--bound" => match value("--bound")?.as_str() {
+                "fault" => bound_cpu = false,
+                "cpu" => bound_cpu = true,
+                other => bail!("bench: --bound {other:?}: expected fault or cpu"),
+            },
+            "--fault-ms" => {
+                let v = value("--fault-ms")?;
+                fault_ms = v.parse().ok().filter(|ms| *ms >= 1).with_context(|| {
+                    format!("bench: --fault-ms {v:?}: expected a whole number of ms, at least 1")
+                })?;
+            }
+            "--connections" => {
+                let v = value("--connections")?;
+                options.connections =
+                    Some(v.parse().ok().filter(|n| *n >= 1).with_context(|| {
+                        format!("bench: --connections {v:?}: expected at least 1")
+                    })?);
+            }
+            other => bail!("bench: unknown option {other:?}\n\n{USAGE}"),
+        }
+    }
+    options.bound = if bound_cpu {
+        Bound::Cpu
+    } else {
+        Bound::Fault(fault_ms)
+    };
+    match experiment.as_str() {
+        "overload" => run_experiment(root, &options, "overload", overload::run),
+        "closed" => run_experiment(root, &options, "closed", closed::run),
+        "protocols" => run_experiment(root, &options, "protocols", protocols::run),
+        other => bail!("bench: unknown experiment {other:?}\n\n{USAGE}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runner::strings;
+
+    #[test]
+    fn unknown_experiments_and_options_are_refused() {
+        let root = Path::new(".");
+        assert!(main(root, &strings(&["nothing"])).is_err());
+        assert!(main(root, &strings(&["overload", "--bound", "disk"])).is_err());
+        assert!(main(root, &strings(&["overload", "--fault-ms", "0"])).is_err());
+        assert!(main(root, &strings(&["closed", "--fast"])).is_err());
+        assert!(main(root, &strings(&["closed", "--set", "novalue"])).is_err());
+        assert!(main(root, &strings(&["protocols", "--connections", "0"])).is_err());
+    }
+}

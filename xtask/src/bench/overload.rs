@@ -1,0 +1,116 @@
+//! `cargo xtask bench overload`: the broker's sustainable rate closed loop,
+//! then twice that offered open loop with early admission on and off, each
+//! on a fresh broker; the table, `overload.json` and `overload.png` come
+//! from `sluice-bench overload-report`.
+
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use super::{
+    runner::{load, strings, Broker, Setup},
+    Bound, Options,
+};
+
+/// The send queue's wait limit the overload experiment uses, ms.
+const WAIT_LIMIT_MS: u64 = 200;
+/// Offered load of the overload experiment, as a multiple of capacity.
+const OVERLOAD_FACTOR: f64 = 2.0;
+
+/// Runs the experiment.
+pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
+    let (capacity_secs, overload_secs) = if options.quick { (2, 3) } else { (8, 20) };
+    let mut common = vec![format!("waitTimeMillsInSendQueue={WAIT_LIMIT_MS}")];
+    let (bound_text, in_flight, connections) = match options.bound {
+        Bound::Fault(ms) => {
+            common.push(format!("faultPutLockDelayMills={ms}"));
+            (
+                format!(
+                    "faultPutLockDelayMills={ms}: every append sleeps {ms} ms holding the put lock \
+                     (fault injection), so capacity is set by the lock, not by CPU"
+                ),
+                // Enough to keep the lock busy, too few to wait past the limit.
+                16,
+                options.connections.unwrap_or(1),
+            )
+        }
+        Bound::Cpu => (
+            "CPU and disk (no fault injected); the load tool shares the CPUs".to_owned(),
+            64,
+            options.connections.unwrap_or(2),
+        ),
+    };
+    let conns = connections.to_string();
+    let mut capacity_file = None;
+    let mut capacity = 0.0;
+    let mut runs = Vec::new();
+    for (label, early) in [("early admission on", true), ("early admission off", false)] {
+        let mut settings = common.clone();
+        settings.push(format!("earlyAdmissionEnable={early}"));
+        let name = if early { "on" } else { "off" };
+        let broker = Broker::start(setup, &format!("broker-{name}"), &settings)?;
+        if capacity_file.is_none() {
+            let (file, report) = load(
+                setup,
+                &broker,
+                "capacity",
+                &strings(&[
+                    "--in-flight",
+                    &in_flight.to_string(),
+                    "--connections",
+                    &conns,
+                    "--duration",
+                    &capacity_secs.to_string(),
+                ]),
+            )?;
+            capacity = report.ok_per_sec;
+            if capacity <= 0.0 {
+                bail!(
+                    "the capacity run had no successful send; see {}",
+                    file.display()
+                );
+            }
+            eprintln!("bench: sustainable rate {capacity:.1} msgs/s ({bound_text})");
+            capacity_file = Some(file);
+        }
+        let rate = (capacity * OVERLOAD_FACTOR).round();
+        let (file, _) = load(
+            setup,
+            &broker,
+            &format!("overload-{name}"),
+            &strings(&[
+                "--rate",
+                &format!("{rate}"),
+                "--connections",
+                &conns,
+                "--duration",
+                &overload_secs.to_string(),
+            ]),
+        )?;
+        broker.stop();
+        runs.push(format!("{label}={}", file.display()));
+    }
+    let capacity_file = capacity_file.context("no capacity run")?;
+    let mut report = Command::new(&setup.bench);
+    report
+        .arg("overload-report")
+        .arg("--capacity")
+        .arg(&capacity_file)
+        .args(["--limit-ms", &WAIT_LIMIT_MS.to_string()])
+        .args(["--bound", &bound_text])
+        .arg("--out")
+        .arg(&setup.out);
+    for r in &runs {
+        report.arg("--run").arg(r);
+    }
+    println!(
+        "overload experiment: capacity measured closed loop, then {OVERLOAD_FACTOR}x offered open \
+         loop for {overload_secs} s, 1 KiB messages, one fresh broker per setting{}",
+        if options.settings.is_empty() {
+            String::new()
+        } else {
+            format!("; broker settings {}", options.settings.join(" "))
+        }
+    );
+    crate::run(report)
+}
