@@ -32,7 +32,7 @@ use remoting_protocol::{
         CreateTopicRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
         TopicFilterType,
     },
-    RemotingCommand, RequestCode, ResponseCode,
+    RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
 };
 
 /// The processes started by `cargo xtask e2e`.
@@ -86,7 +86,7 @@ impl E2eEnv {
                 RequestCode::UPDATE_AND_CREATE_TOPIC,
                 &CreateTopicRequestHeader {
                     topic: topic.into(),
-                    default_topic: "TBW102".into(),
+                    default_topic: AUTO_CREATE_TOPIC.into(),
                     read_queue_nums: queues,
                     write_queue_nums: queues,
                     perm: 6,
@@ -253,7 +253,7 @@ pub fn send_request(topic: &str, i: usize) -> RemotingCommand {
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: "e2e-busy".into(),
         topic: topic.into(),
-        default_topic: "TBW102".into(),
+        default_topic: AUTO_CREATE_TOPIC.into(),
         default_topic_queue_nums: 4,
         queue_id: 0,
         born_timestamp: 1_700_000_000_000,

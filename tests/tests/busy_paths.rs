@@ -66,7 +66,16 @@ async fn expired_sends_are_answered_busy_and_a_run_time_limit_change_ends_it() {
     let mut busy = 0;
     for s in sends {
         if let Err(e) = s.await.unwrap() {
-            assert!(matches!(e, ProducerError::Broker { code: 2, .. }), "{e}");
+            assert!(
+                matches!(
+                    e,
+                    ProducerError::Broker {
+                        code: ResponseCode::SYSTEM_BUSY,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
             busy += 1;
         }
     }

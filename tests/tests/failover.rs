@@ -55,7 +55,10 @@ async fn burst(producer: &Arc<Producer>, topic: &str, n: usize) -> (usize, usize
     for s in sends {
         match s.await.unwrap() {
             Ok(_) => ok += 1,
-            Err(ProducerError::Broker { code: 2, .. }) => busy += 1,
+            Err(ProducerError::Broker {
+                code: ResponseCode::SYSTEM_BUSY,
+                ..
+            }) => busy += 1,
             Err(e) => panic!("unexpected error {e}"),
         }
     }

@@ -13,10 +13,7 @@
 
 use grpc_protocol::v2::Code;
 use remoting_net::ClientError;
-use remoting_protocol::{RemotingCommand, ResponseCode};
-
-/// Ext field in which Sluice suggests a back-off (ms) on busy responses.
-pub const RETRY_AFTER_MS: &str = "retryAfterMs";
+use remoting_protocol::{RemotingCommand, ResponseCode, RETRY_AFTER_MS};
 
 /// gRPC response metadata in which Sluice suggests a back-off (ms) on
 /// `TOO_MANY_REQUESTS` answers.

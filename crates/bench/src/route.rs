@@ -7,19 +7,16 @@
 //! brokers create the topic on its first send, as with RocketMQ's producer.
 //! [`create_topic`] creates one ahead of a run (`sluice-bench create-topic`).
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use remoting_net::{client::ClientConnection, ClientOptions};
+use client_core::{route, Deadline, MessageQueue, NameServers};
+use remoting_net::{client::ClientConnection, ClientOptions, RemotingClient};
 use remoting_protocol::{
-    body::{from_json, TopicRouteData},
-    header::{CreateTopicRequestHeader, GetRouteInfoRequestHeader, TopicFilterType},
-    message::flags::is_writeable,
-    RemotingCommand, RequestCode, ResponseCode,
+    body::TopicRouteData,
+    header::{CreateTopicRequestHeader, TopicFilterType},
+    RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
 };
-
-/// The topic brokers create topics from on their first send.
-pub const AUTO_CREATE_TOPIC: &str = "TBW102";
 
 /// Read and write permission bits of a topic.
 const PERM_READ_WRITE: i32 = 6;
@@ -46,35 +43,27 @@ pub fn direct(addr: &str, queues: u32) -> Vec<Destination> {
         .collect()
 }
 
-/// The writable queues of `route` on brokers with a master, by broker name
-/// then queue id; `cap`, when borrowing the auto-create route, limits each
-/// broker to `min(cap, readQueueNums)` queues.
-pub fn writable_queues(route: &TopicRouteData, cap: Option<u32>) -> Vec<Destination> {
-    let masters: BTreeMap<&str, &str> = route
-        .broker_datas
-        .iter()
-        .filter_map(|b| Some((b.broker_name.as_str(), b.master_addr()?)))
-        .collect();
-    let mut out = Vec::new();
-    for qd in &route.queue_datas {
-        let Some(addr) = masters.get(qd.broker_name.as_str()) else {
-            continue;
-        };
-        if !is_writeable(qd.perm) {
-            continue;
-        }
-        let count = match cap {
-            Some(cap) => cap.min(u32::try_from(qd.read_queue_nums).unwrap_or(0)),
-            None => u32::try_from(qd.write_queue_nums).unwrap_or(0),
-        };
-        out.extend((0..count).map(|queue_id| Destination {
-            addr: (*addr).to_owned(),
-            broker_name: qd.broker_name.clone(),
-            queue_id,
-        }));
-    }
-    out.sort();
-    out
+/// The writable queues of `topic` in `route` on brokers with a master, by
+/// broker name then queue id; `cap`, when borrowing the auto-create route,
+/// limits each broker to `min(cap, readQueueNums)` queues.
+pub fn writable_queues(topic: &str, route: &TopicRouteData, cap: Option<u32>) -> Vec<Destination> {
+    let masters = route::master_addrs(route);
+    route::writable_queues(topic, route, cap)
+        .into_iter()
+        .filter_map(
+            |MessageQueue {
+                 broker_name,
+                 queue_id,
+                 ..
+             }| {
+                Some(Destination {
+                    addr: masters.get(&broker_name)?.clone(),
+                    broker_name,
+                    queue_id,
+                })
+            },
+        )
+        .collect()
 }
 
 /// Asks the name server at `namesrv` for `topic`'s route and returns its
@@ -90,20 +79,36 @@ pub async fn lookup(
     queues: u32,
     timeout: Duration,
 ) -> Result<Vec<Destination>> {
-    let conn = ClientConnection::connect(namesrv, &ClientOptions::default())
-        .await
-        .with_context(|| format!("connect to name server {namesrv}"))?;
-    let found = match fetch(&conn, namesrv, topic, timeout).await? {
-        Some(route) => writable_queues(&route, None),
-        None => match fetch(&conn, namesrv, AUTO_CREATE_TOPIC, timeout).await? {
-            Some(route) => writable_queues(&route, Some(queues)),
-            None => bail!(
+    let client = RemotingClient::new(ClientOptions::default());
+    let name_servers = NameServers::new(vec![namesrv.to_owned()]);
+    let fetch = |topic: String| {
+        let (client, name_servers) = (&client, &name_servers);
+        async move {
+            route::query(
+                client,
+                name_servers,
+                &topic,
+                timeout,
+                &Deadline::new(timeout),
+            )
+            .await
+            .with_context(|| format!("ask {namesrv} for the route of {topic}"))
+        }
+    };
+    let found = match fetch(topic.to_owned()).await {
+        Ok(Some(route)) => Ok(writable_queues(topic, &route, None)),
+        Ok(None) => match fetch(AUTO_CREATE_TOPIC.to_owned()).await {
+            Ok(Some(route)) => Ok(writable_queues(topic, &route, Some(queues))),
+            Ok(None) => Err(anyhow::anyhow!(
                 "name server {namesrv} knows neither topic {topic} nor the \
                  auto-create topic {AUTO_CREATE_TOPIC}: create the topic first"
-            ),
+            )),
+            Err(e) => Err(e),
         },
+        Err(e) => Err(e),
     };
-    conn.close();
+    client.close_all().await;
+    let found = found?;
     if found.is_empty() {
         bail!("the route of topic {topic} from {namesrv} has no writable queue on a master broker");
     }
@@ -149,37 +154,6 @@ pub async fn create_topic(broker: &str, topic: &str, queues: u32, timeout: Durat
     Ok(())
 }
 
-/// The route of `topic`, or `None` when the name server does not know it.
-async fn fetch(
-    conn: &ClientConnection,
-    namesrv: &str,
-    topic: &str,
-    timeout: Duration,
-) -> Result<Option<TopicRouteData>> {
-    let request = RemotingCommand::request_with_header(
-        RequestCode::GET_ROUTEINFO_BY_TOPIC,
-        &GetRouteInfoRequestHeader {
-            topic: topic.to_owned(),
-            accept_standard_json_only: Some(true),
-        },
-    );
-    let response = conn
-        .invoke(request, timeout)
-        .await
-        .with_context(|| format!("ask {namesrv} for the route of {topic}"))?;
-    match response.response_code() {
-        ResponseCode::SUCCESS => from_json(&response.body)
-            .map(Some)
-            .with_context(|| format!("decode the route of {topic} from {namesrv}")),
-        ResponseCode::TOPIC_NOT_EXIST => Ok(None),
-        code => bail!(
-            "name server {namesrv} answered code {} to the route query of {topic}: {}",
-            code.0,
-            response.remark.unwrap_or_default()
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use remoting_protocol::body::{BrokerData, QueueData};
@@ -223,7 +197,7 @@ mod tests {
             ],
             ..TopicRouteData::default()
         };
-        let got: Vec<(String, u32)> = writable_queues(&route, None)
+        let got: Vec<(String, u32)> = writable_queues("T", &route, None)
             .into_iter()
             .map(|d| (d.addr, d.queue_id))
             .collect();
@@ -247,8 +221,8 @@ mod tests {
             broker_datas: vec![broker("a", &[(0, "h:1")])],
             ..TopicRouteData::default()
         };
-        assert_eq!(writable_queues(&route, Some(3)).len(), 3);
-        assert_eq!(writable_queues(&route, Some(16)).len(), 8);
+        assert_eq!(writable_queues("T", &route, Some(3)).len(), 3);
+        assert_eq!(writable_queues("T", &route, Some(16)).len(), 8);
     }
 
     #[test]

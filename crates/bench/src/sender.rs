@@ -16,7 +16,7 @@ use remoting_net::{client::ClientConnection, ClientOptions};
 use remoting_protocol::{
     command::next_opaque,
     header::{SendMessageRequestHeader, SendMessageRequestHeaderV2},
-    RemotingCommand, RequestCode,
+    RemotingCommand, RequestCode, AUTO_CREATE_TOPIC,
 };
 
 use crate::{
@@ -185,7 +185,7 @@ pub fn send_request(
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: PRODUCER_GROUP.into(),
         topic: topic.into(),
-        default_topic: "TBW102".into(),
+        default_topic: AUTO_CREATE_TOPIC.into(),
         default_topic_queue_nums: i32::try_from(default_queues)
             .context("queue count beyond i32")?,
         queue_id: i32::try_from(queue_id).context("queue id beyond i32")?,

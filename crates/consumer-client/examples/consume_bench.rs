@@ -22,7 +22,7 @@ use producer_client::{Message, Producer, ProducerConfig};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     header::{CreateTopicRequestHeader, TopicFilterType},
-    RemotingCommand, RequestCode,
+    RemotingCommand, RequestCode, AUTO_CREATE_TOPIC,
 };
 
 fn now_us() -> u64 {
@@ -69,7 +69,7 @@ async fn main() {
             RequestCode::UPDATE_AND_CREATE_TOPIC,
             &CreateTopicRequestHeader {
                 topic: topic.into(),
-                default_topic: "TBW102".into(),
+                default_topic: AUTO_CREATE_TOPIC.into(),
                 read_queue_nums: 8,
                 write_queue_nums: 8,
                 perm: 6,

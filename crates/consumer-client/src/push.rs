@@ -8,7 +8,7 @@ use std::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Mutex, PoisonError,
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use message_model::tag_hash;
@@ -239,9 +239,7 @@ impl Inner {
     }
 
     fn heartbeat_data(&self) -> HeartbeatData {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+        let now_ms = message_model::now_ms();
         let subscription_data_set = self
             .config
             .subscription

@@ -9,7 +9,6 @@
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::atomic::{AtomicU32, Ordering},
-    time::{SystemTime, UNIX_EPOCH},
 };
 
 use thiserror::Error;
@@ -176,10 +175,7 @@ impl UniqueIdGenerator {
 
     /// Makes the next key, stamped with the current time.
     pub fn next_key(&self) -> UniqueKey {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        self.next_key_at(now_ms)
+        self.next_key_at(u64::try_from(crate::now_ms()).unwrap_or(0))
     }
 
     /// Makes the next key, stamped with `now_ms` (milliseconds since the Unix epoch).

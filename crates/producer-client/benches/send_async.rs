@@ -1,8 +1,9 @@
 //! The client-side cost of one send, without the network: validating the
 //! message, generating its `UNIQ_KEY`, encoding its properties, building the
 //! `SEND_MESSAGE_V2` command and encoding it into a frame
-//! ([`Producer::request_for`] plus `encode_frame`), as every send does
-//! before writing to the socket.
+//! ([`Producer::request_for`], behind the `bench-internals` feature that
+//! this crate's own tests and benches turn on, plus `encode_frame`), as
+//! every send does before writing to the socket.
 //!
 //! `cargo bench -p producer-client --bench send_async`
 
@@ -25,11 +26,7 @@ fn build_and_encode(c: &mut Criterion) {
         eprintln!("producer did not start");
         return;
     };
-    let queue = MessageQueue {
-        topic: "BenchTopic".into(),
-        broker_name: "broker-a".into(),
-        queue_id: 1,
-    };
+    let queue = MessageQueue::new("BenchTopic", "broker-a", 1);
     let mut group = c.benchmark_group("send_request");
     for size in [128_usize, 1024] {
         let msg = Message::new("BenchTopic", vec![b'x'; size])

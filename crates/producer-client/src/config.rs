@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use client_core::{addr_list, millis, split_addrs};
+use remoting_protocol::AUTO_CREATE_TOPIC;
+use serde::{Deserialize, Serialize};
 
 use crate::ProducerError;
 
@@ -88,7 +90,7 @@ impl Default for ProducerConfig {
             send_latency_fault_enable: false,
             poll_name_server_interval: Duration::from_secs(30),
             mq_client_api_timeout: Duration::from_millis(3000),
-            create_topic_key: "TBW102".into(),
+            create_topic_key: AUTO_CREATE_TOPIC.into(),
             default_topic_queue_nums: 4,
             compress_msg_body_over_howmuch: 4096,
             enable_backpressure_for_async_mode: false,
@@ -264,45 +266,8 @@ impl BusyPolicy {
     }
 }
 
-/// Splits RocketMQ's `;`-separated address list.
-pub fn split_addrs(text: &str) -> Vec<String> {
-    text.split(';')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
 fn ms(d: Duration) -> u128 {
     d.as_millis()
-}
-
-fn addr_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum TextOrList {
-        Text(String),
-        List(Vec<String>),
-    }
-    Ok(match TextOrList::deserialize(d)? {
-        TextOrList::Text(t) => split_addrs(&t),
-        TextOrList::List(l) => l,
-    })
-}
-
-mod millis {
-    //! A `Duration` as whole milliseconds.
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_millis)
-    }
 }
 
 #[cfg(test)]

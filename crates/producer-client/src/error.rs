@@ -1,5 +1,8 @@
-//! The producer's one error type.
+//! The producer's one error type. The failures it shares with the
+//! consumer (configuration, timeout, connection, refusal, bad answer, no
+//! route, unknown broker) carry the same names and fields there.
 
+use client_core::{waiting_on, CallError};
 use remoting_net::ClientError;
 use remoting_protocol::ResponseCode;
 use thiserror::Error;
@@ -23,12 +26,12 @@ pub enum ProducerError {
         allowed: String,
     },
     /// The send budget (`sendMsgTimeout`) ran out before an answer came.
-    #[error("send timed out after {timeout_ms} ms{}", at_broker(.broker_addr))]
+    #[error("send timed out after {timeout_ms} ms{}", waiting_on(.addr))]
     Timeout {
         /// The budget that ran out.
         timeout_ms: u64,
-        /// The broker the last attempt waited on, if an attempt was under way.
-        broker_addr: Option<String>,
+        /// The server the last request waited on, if one was under way.
+        addr: Option<String>,
     },
     /// No in-flight permit came within the send timeout: too many sends are
     /// already under way. This is RocketMQ's `RemotingTooMuchRequestException`
@@ -56,23 +59,29 @@ pub enum ProducerError {
     /// retry budget's refusals are counted in
     /// [`crate::ProducerStats::budget_exhausted`] rather than given a variant
     /// of their own, so that callers match busy answers in one place.
-    #[error("broker {broker_addr} answered {}: {remark}", ResponseCode(*.code))]
+    #[error("{addr} answered {code}: {remark}")]
     Broker {
+        /// The server's address.
+        addr: String,
         /// The response code.
-        code: i32,
-        /// The broker's remark.
+        code: ResponseCode,
+        /// The server's remark.
         remark: String,
-        /// The broker's address.
-        broker_addr: String,
         /// Sluice's suggested back-off (`retryAfterMs`), if the broker sent one.
         retry_after_ms: Option<u64>,
     },
-    /// Neither the topic nor the auto-create topic (`TBW102`) has a route, or
-    /// a queue's broker is not in the topic's route.
+    /// Neither the topic nor the auto-create topic (`TBW102`) has a route
+    /// with a writable queue.
     #[error("no route info of topic {topic}")]
     NoRoute {
         /// The topic.
         topic: String,
+    },
+    /// The queue's broker has no known master address in the topic's route.
+    #[error("no master address known for broker {broker_name}")]
+    NoBroker {
+        /// The broker name.
+        broker_name: String,
     },
     /// The message was refused before sending.
     #[error("message illegal: {reason}")]
@@ -105,28 +114,29 @@ pub enum ProducerError {
 impl ProducerError {
     /// Reports whether this is a broker's `SYSTEM_BUSY` answer.
     pub fn is_busy(&self) -> bool {
-        matches!(self, ProducerError::Broker { code, .. } if ResponseCode(*code) == ResponseCode::SYSTEM_BUSY)
-    }
-
-    /// The error of a transport failure talking to `addr`.
-    pub(crate) fn from_client(addr: &str, source: ClientError, timeout_ms: u64) -> Self {
-        match source {
-            ClientError::Timeout { .. } => ProducerError::Timeout {
-                timeout_ms,
-                broker_addr: Some(addr.to_owned()),
-            },
-            source => ProducerError::Connection {
-                addr: addr.to_owned(),
-                source,
-            },
-        }
+        matches!(self, ProducerError::Broker { code, .. } if *code == ResponseCode::SYSTEM_BUSY)
     }
 }
 
-fn at_broker(addr: &Option<String>) -> String {
-    match addr {
-        Some(a) => format!(" waiting on {a}"),
-        None => String::new(),
+impl From<CallError> for ProducerError {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Timeout { timeout_ms, addr } => ProducerError::Timeout { timeout_ms, addr },
+            CallError::Connection { addr, source } => ProducerError::Connection { addr, source },
+            CallError::Broker {
+                addr,
+                code,
+                remark,
+                retry_after_ms,
+            } => ProducerError::Broker {
+                addr,
+                code,
+                remark,
+                retry_after_ms,
+            },
+            CallError::Protocol { addr, reason } => ProducerError::Protocol { addr, reason },
+            CallError::NoRoute { topic } => ProducerError::NoRoute { topic },
+        }
     }
 }
 
@@ -137,27 +147,41 @@ mod tests {
     #[test]
     fn broker_errors_name_the_code_and_busy_is_recognised() {
         let busy = ProducerError::Broker {
-            code: 2,
+            addr: "127.0.0.1:10911".into(),
+            code: ResponseCode::SYSTEM_BUSY,
             remark: "[OVERLOAD]system busy".into(),
-            broker_addr: "127.0.0.1:10911".into(),
             retry_after_ms: Some(500),
         };
         assert!(busy.is_busy());
         assert_eq!(
             busy.to_string(),
-            "broker 127.0.0.1:10911 answered SYSTEM_BUSY(2): [OVERLOAD]system busy"
+            "127.0.0.1:10911 answered SYSTEM_BUSY(2): [OVERLOAD]system busy"
         );
         let other = ProducerError::Broker {
-            code: 13,
+            addr: "b".into(),
+            code: ResponseCode(13),
             remark: String::new(),
-            broker_addr: "b".into(),
             retry_after_ms: None,
         };
         assert!(!other.is_busy());
         let timeout = ProducerError::Timeout {
             timeout_ms: 3000,
-            broker_addr: None,
+            addr: None,
         };
         assert_eq!(timeout.to_string(), "send timed out after 3000 ms");
+    }
+
+    #[test]
+    fn call_errors_keep_their_names() {
+        let e: ProducerError = CallError::Timeout {
+            timeout_ms: 5,
+            addr: Some("ns:1".into()),
+        }
+        .into();
+        assert!(
+            matches!(e, ProducerError::Timeout { timeout_ms: 5, addr: Some(ref a) } if a == "ns:1")
+        );
+        let e: ProducerError = CallError::NoRoute { topic: "T".into() }.into();
+        assert!(matches!(e, ProducerError::NoRoute { ref topic } if topic == "T"));
     }
 }

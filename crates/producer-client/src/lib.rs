@@ -50,21 +50,21 @@ mod fault;
 mod message;
 mod ordered;
 mod producer;
-mod route;
 mod selector;
 mod send;
 mod stats;
 mod wire;
 
 pub use budget::RETRY_BUDGET_CAP_TOKENS;
-pub use config::{split_addrs, BusyPolicy, ProducerConfig};
+pub use client_core::{split_addrs, MessageQueue};
+pub use config::{BusyPolicy, ProducerConfig};
 pub use error::ProducerError;
-pub use message::{Message, MessageQueue, SendResult, SendStatus, TOPIC_MAX_LEN};
+pub use message::{Message, SendResult, SendStatus, TOPIC_MAX_LEN};
 pub use ordered::{select_by_key, MessageQueueSelector};
 pub use producer::{Producer, SendHandle};
 pub use remoting_protocol::message::compression::{
     decompress_body, DecompressError, COMPRESS_LEVEL,
 };
+pub use remoting_protocol::RETRY_AFTER_MS;
 pub use send::RETRYABLE_CODES;
 pub use stats::ProducerStats;
-pub use wire::RETRY_AFTER_MS;

@@ -1,5 +1,5 @@
 //! What a producer sends and what it gets back: [`Message`],
-//! [`MessageQueue`], [`SendResult`] and [`SendStatus`], and the checks a
+//! the [`MessageQueue`] of a [`SendResult`], [`SendStatus`], and the checks a
 //! message passes before it is sent.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use remoting_protocol::{
     ResponseCode,
 };
 
-use crate::ProducerError;
+use crate::{MessageQueue, ProducerError};
 
 /// Longest topic name the broker accepts (UTF-8 bytes).
 pub const TOPIC_MAX_LEN: usize = 127;
@@ -84,17 +84,6 @@ impl Message {
         self.properties.insert(name.into(), value.into());
         self
     }
-}
-
-/// One queue of a topic on one broker.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MessageQueue {
-    /// Topic.
-    pub topic: String,
-    /// Broker name (not address: a name may have a master and slaves).
-    pub broker_name: String,
-    /// Queue id on that broker.
-    pub queue_id: u32,
 }
 
 /// How a stored message fared beyond the store itself.

@@ -3,13 +3,10 @@
 //! messages of one key stay in one queue in send order (RocketMQ's
 //! `send(msg, MessageQueueSelector, arg)`).
 
+use client_core::Deadline;
 use tracing::Instrument;
 
-use crate::{
-    message::Prepared,
-    send::{Budget, Inner},
-    Message, MessageQueue, ProducerError, SendResult,
-};
+use crate::{message::Prepared, send::Inner, Message, MessageQueue, ProducerError, SendResult};
 
 /// Picks the queue of an ordered send: returns an index into `queues`, the
 /// topic's writable queues grouped by broker in name order (the order of
@@ -56,7 +53,7 @@ pub fn select_by_key(queues: &[MessageQueue], _msg: &Message, key: &str) -> usiz
 pub(crate) async fn send_selected(
     inner: &Inner,
     prep: &Prepared,
-    budget: &Budget,
+    budget: &Deadline,
     choose: impl FnOnce(&[MessageQueue]) -> usize,
 ) -> Result<SendResult, ProducerError> {
     let info = inner.route(&prep.topic, budget).await?;

@@ -9,18 +9,17 @@ use std::{
     time::Duration,
 };
 
+use client_core::{Deadline, NameServers, RouteCache};
 use remoting_net::{CancellationToken, ClientOptions, RemotingClient};
-use remoting_protocol::{message::UniqueIdGenerator, RemotingCommand};
+use remoting_protocol::message::UniqueIdGenerator;
 use tokio::{sync::Semaphore, task::JoinHandle};
 
 use crate::{
     budget::RetryBudget,
     fault::FaultTable,
     ordered::{send_selected, MessageQueueSelector},
-    route::RouteCache,
-    send::{send_once, Budget, Inner},
+    send::{send_once, Inner},
     stats::Counters,
-    wire::send_request,
     BusyPolicy, Message, MessageQueue, ProducerConfig, ProducerError, ProducerStats, SendResult,
 };
 
@@ -55,9 +54,10 @@ impl Producer {
         let inner = Arc::new(Inner {
             client: RemotingClient::new(ClientOptions::default()),
             routes: RouteCache::new(
-                config.namesrv_addr.clone(),
+                NameServers::new(config.namesrv_addr.clone()),
                 config.create_topic_key.clone(),
-                config.default_topic_queue_nums,
+                // Validated to 1..=1024.
+                u32::try_from(config.default_topic_queue_nums).unwrap_or(1),
                 config.mq_client_api_timeout,
             ),
             faults: config.send_latency_fault_enable.then(FaultTable::default),
@@ -141,7 +141,7 @@ impl Producer {
     pub async fn send_async(&self, msg: Message) -> Result<SendHandle, ProducerError> {
         let inner = &self.inner;
         inner.counters.send_started();
-        let budget = Budget::new(inner.config.send_msg_timeout);
+        let budget = Deadline::new(inner.config.send_msg_timeout);
         let started = async {
             inner.check_open()?;
             let prep = inner.prepare(&msg)?;
@@ -150,7 +150,7 @@ impl Producer {
                     // Only a closed semaphore refuses: the producer shut down.
                     return Err(ProducerError::Shutdown);
                 };
-                return Ok((prep, permit, Budget::new(inner.config.send_msg_timeout)));
+                return Ok((prep, permit, Deadline::new(inner.config.send_msg_timeout)));
             }
             let permit = inner
                 .acquire(
@@ -192,7 +192,7 @@ impl Producer {
     pub async fn send_oneway(&self, msg: Message) -> Result<(), ProducerError> {
         let inner = &self.inner;
         inner.counters.send_started();
-        let budget = Budget::new(inner.config.send_msg_timeout);
+        let budget = Deadline::new(inner.config.send_msg_timeout);
         let result = async {
             inner.check_open()?;
             let prep = inner.prepare(&msg)?;
@@ -322,18 +322,20 @@ impl Producer {
 
     /// The request a send of `msg` to `queue` would write, built as every
     /// send builds it (validation, a fresh `UNIQ_KEY`, the properties,
-    /// compression, the `SEND_MESSAGE_V2` header) but not sent. For
-    /// measuring the client's own cost per send and for debugging.
+    /// compression, the `SEND_MESSAGE_V2` header) but not sent: what the
+    /// client-cost benchmark measures. Only with the `bench-internals`
+    /// feature, which is not part of the producer's API.
     ///
     /// # Errors
     /// [`ProducerError::MessageIllegal`] as for [`Producer::send`].
+    #[cfg(feature = "bench-internals")]
     pub fn request_for(
         &self,
         msg: &Message,
         queue: &MessageQueue,
-    ) -> Result<RemotingCommand, ProducerError> {
+    ) -> Result<remoting_protocol::RemotingCommand, ProducerError> {
         let prep = self.inner.prepare(msg)?;
-        Ok(send_request(&self.inner.config, &prep, queue))
+        Ok(crate::wire::send_request(&self.inner.config, &prep, queue))
     }
 
     /// The queues a topic's messages can go to (RocketMQ's
@@ -343,7 +345,7 @@ impl Producer {
     /// [`ProducerError::NoRoute`], or the name servers' transport error.
     pub async fn publish_queues(&self, topic: &str) -> Result<Vec<MessageQueue>, ProducerError> {
         self.inner.check_open()?;
-        let budget = Budget::new(self.inner.config.mq_client_api_timeout);
+        let budget = Deadline::new(self.inner.config.mq_client_api_timeout);
         Ok(self.inner.route(topic, &budget).await?.queues.clone())
     }
 
@@ -414,14 +416,14 @@ impl Producer {
         &'a self,
         timeout: Duration,
         prepare: impl FnOnce(&Inner) -> Result<crate::message::Prepared, ProducerError>,
-        attempt: impl FnOnce(&'a Inner, crate::message::Prepared, Budget) -> Fut,
+        attempt: impl FnOnce(&'a Inner, crate::message::Prepared, Deadline) -> Fut,
     ) -> Result<SendResult, ProducerError>
     where
         Fut: Future<Output = Result<SendResult, ProducerError>> + 'a,
     {
         let inner = &*self.inner;
         inner.counters.send_started();
-        let budget = Budget::new(timeout);
+        let budget = Deadline::new(timeout);
         let result = async {
             inner.check_open()?;
             let prep = prepare(inner)?;

@@ -3,79 +3,46 @@
 //! is on) away from brokers in a fault window (RocketMQ ≥ 5.1.4,
 //! `TopicPublishInfo.selectOneMessageQueue` with `MQFaultStrategy`).
 
-use std::{
-    collections::HashMap,
-    sync::atomic::{AtomicUsize, Ordering},
-    time::Instant,
-};
+use std::time::Instant;
+
+use client_core::PublishRoute;
 
 use crate::{fault::FaultTable, MessageQueue};
 
-/// The queues a topic can be sent to, and the master address of each broker.
-#[derive(Debug)]
-pub(crate) struct TopicPublishInfo {
-    /// Queues, grouped by broker name in name order.
-    pub queues: Vec<MessageQueue>,
-    /// Broker name to master address.
-    pub broker_addrs: HashMap<String, String>,
-    /// Built from the auto-create topic's route because the topic had none.
-    pub from_default: bool,
-    /// Round-robin position; starts at random so that producers spread out.
-    index: AtomicUsize,
-}
-
-impl TopicPublishInfo {
-    pub(crate) fn new(
-        queues: Vec<MessageQueue>,
-        broker_addrs: HashMap<String, String>,
-        from_default: bool,
-    ) -> Self {
-        Self {
-            queues,
-            broker_addrs,
-            from_default,
-            index: AtomicUsize::new(fastrand::usize(..1 << 16)),
-        }
+/// The next queue of `route`: the first one, from its round-robin position
+/// on, that is not on `last_broker` (and, with `faults`, whose broker is
+/// available, else merely reachable); plain round robin when none
+/// qualifies. `None` for a route without queues.
+pub(crate) fn select(
+    route: &PublishRoute,
+    last_broker: Option<&str>,
+    faults: Option<&FaultTable>,
+    now: Instant,
+) -> Option<MessageQueue> {
+    let queues = &route.queues;
+    let n = queues.len();
+    if n == 0 {
+        return None;
     }
-
-    /// The master address of a broker name.
-    pub(crate) fn master_addr(&self, broker_name: &str) -> Option<&str> {
-        self.broker_addrs.get(broker_name).map(String::as_str)
-    }
-
-    /// The next queue: the first one, from the round-robin position on, that
-    /// is not on `last_broker` (and, with `faults`, whose broker is available,
-    /// else merely reachable); plain round robin when none qualifies.
-    pub(crate) fn select(
-        &self,
-        last_broker: Option<&str>,
-        faults: Option<&FaultTable>,
-        now: Instant,
-    ) -> Option<MessageQueue> {
-        let n = self.queues.len();
-        if n == 0 {
-            return None;
-        }
-        let start = self.index.fetch_add(1, Ordering::Relaxed);
-        let nth = |i: usize| &self.queues[(start.wrapping_add(i)) % n];
-        let pick = |ok: &dyn Fn(&MessageQueue) -> bool| (0..n).map(nth).find(|q| ok(q));
-        let not_last = |q: &MessageQueue| last_broker != Some(q.broker_name.as_str());
-        let chosen = match faults {
-            Some(f) => pick(&|q| not_last(q) && f.is_available(&q.broker_name, now))
-                .or_else(|| pick(&|q| not_last(q) && f.is_reachable(&q.broker_name))),
-            None => pick(&not_last),
-        };
-        Some(chosen.unwrap_or_else(|| nth(0)).clone())
-    }
+    let start = route.next_position();
+    let nth = |i: usize| &queues[(start.wrapping_add(i)) % n];
+    let pick = |ok: &dyn Fn(&MessageQueue) -> bool| (0..n).map(nth).find(|q| ok(q));
+    let not_last = |q: &MessageQueue| last_broker != Some(q.broker_name.as_str());
+    let chosen = match faults {
+        Some(f) => pick(&|q| not_last(q) && f.is_available(&q.broker_name, now))
+            .or_else(|| pick(&|q| not_last(q) && f.is_reachable(&q.broker_name))),
+        None => pick(&not_last),
+    };
+    Some(chosen.unwrap_or_else(|| nth(0)).clone())
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::{collections::HashMap, time::Duration};
 
     use super::*;
 
-    fn info(brokers: &[(&str, u32)]) -> TopicPublishInfo {
+    fn info(brokers: &[(&str, u32)]) -> PublishRoute {
         let mut queues = Vec::new();
         let mut addrs = HashMap::new();
         for (name, n) in brokers {
@@ -88,7 +55,7 @@ mod tests {
             }
             addrs.insert((*name).to_owned(), format!("{name}:1"));
         }
-        TopicPublishInfo::new(queues, addrs, false)
+        PublishRoute::from_parts(queues, addrs, false)
     }
 
     #[test]
@@ -96,7 +63,7 @@ mod tests {
         let info = info(&[("a", 2), ("b", 2)]);
         let now = Instant::now();
         let mut seen: Vec<_> = (0..4)
-            .map(|_| info.select(None, None, now).unwrap())
+            .map(|_| select(&info, None, None, now).unwrap())
             .collect();
         seen.sort();
         seen.dedup();
@@ -108,11 +75,14 @@ mod tests {
         let info = info(&[("a", 4), ("b", 1)]);
         let now = Instant::now();
         for _ in 0..10 {
-            assert_eq!(info.select(Some("a"), None, now).unwrap().broker_name, "b");
+            assert_eq!(
+                select(&info, Some("a"), None, now).unwrap().broker_name,
+                "b"
+            );
         }
         let single = self::info(&[("a", 2)]);
         assert_eq!(
-            single.select(Some("a"), None, now).unwrap().broker_name,
+            select(&single, Some("a"), None, now).unwrap().broker_name,
             "a",
             "with no other broker, round robin falls back to the same one"
         );
@@ -125,12 +95,16 @@ mod tests {
         let t0 = Instant::now();
         faults.update("a", Duration::ZERO, true, true, t0);
         for _ in 0..8 {
-            let q = info.select(None, Some(&faults), t0).unwrap();
+            let q = select(&info, None, Some(&faults), t0).unwrap();
             assert_eq!(q.broker_name, "b");
         }
         let later = t0 + Duration::from_secs(10);
         let brokers: Vec<_> = (0..4)
-            .map(|_| info.select(None, Some(&faults), later).unwrap().broker_name)
+            .map(|_| {
+                select(&info, None, Some(&faults), later)
+                    .unwrap()
+                    .broker_name
+            })
             .collect();
         assert!(brokers.iter().any(|b| b == "a"), "{brokers:?}");
     }
@@ -142,8 +116,8 @@ mod tests {
         let t0 = Instant::now();
         faults.update("a", Duration::ZERO, true, false, t0);
         faults.update("b", Duration::ZERO, true, false, t0);
-        assert!(info.select(Some("a"), Some(&faults), t0).is_some());
-        assert!(info.select(None, None, t0).is_some());
-        assert!(self::info(&[]).select(None, None, t0).is_none());
+        assert!(select(&info, Some("a"), Some(&faults), t0).is_some());
+        assert!(select(&info, None, None, t0).is_some());
+        assert!(select(&self::info(&[]), None, None, t0).is_none());
     }
 }

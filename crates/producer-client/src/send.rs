@@ -10,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use client_core::{CallError, Deadline, PublishRoute, RouteCache};
 use remoting_net::RemotingClient;
 use remoting_protocol::message::compression::{compress, ZLIB_SYS_FLAG};
 use remoting_protocol::{
@@ -24,8 +25,7 @@ use crate::{
     budget::{backoff, RetryBudget},
     fault::FaultTable,
     message::{check_body, check_topic, encode_properties, Prepared},
-    route::RouteCache,
-    selector::TopicPublishInfo,
+    selector::select,
     stats::Counters,
     wire::{parse_response, send_request},
     BusyPolicy, Message, MessageQueue, ProducerConfig, ProducerError, SendResult, SendStatus,
@@ -59,40 +59,6 @@ pub(crate) struct Inner {
     pub closed: AtomicBool,
 }
 
-/// One send's time budget.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Budget {
-    pub start: Instant,
-    pub deadline: Instant,
-    pub timeout: Duration,
-}
-
-impl Budget {
-    pub(crate) fn new(timeout: Duration) -> Self {
-        let start = Instant::now();
-        Self {
-            start,
-            deadline: start + timeout,
-            timeout,
-        }
-    }
-
-    pub(crate) fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
-    }
-
-    fn timeout_ms(&self) -> u64 {
-        millis(self.timeout)
-    }
-
-    pub(crate) fn timed_out(&self, broker_addr: Option<&str>) -> ProducerError {
-        ProducerError::Timeout {
-            timeout_ms: self.timeout_ms(),
-            broker_addr: broker_addr.map(str::to_owned),
-        }
-    }
-}
-
 /// What to do after a failed attempt.
 enum Next {
     Retry,
@@ -103,9 +69,7 @@ enum Next {
 fn next_after(e: &ProducerError) -> Next {
     match e {
         _ if e.is_busy() => Next::Busy,
-        ProducerError::Broker { code, .. } if RETRYABLE_CODES.contains(&ResponseCode(*code)) => {
-            Next::Retry
-        }
+        ProducerError::Broker { code, .. } if RETRYABLE_CODES.contains(code) => Next::Retry,
         ProducerError::Connection { .. } | ProducerError::Timeout { .. } => Next::Retry,
         _ => Next::GiveUp,
     }
@@ -197,7 +161,7 @@ impl Inner {
         &self,
         permits: &Arc<Semaphore>,
         limit: usize,
-        budget: &Budget,
+        budget: &Deadline,
     ) -> Result<OwnedSemaphorePermit, ProducerError> {
         if let Ok(p) = Arc::clone(permits).try_acquire_owned() {
             return Ok(p);
@@ -220,13 +184,13 @@ impl Inner {
         }
     }
 
-    /// The topic's queues.
+    /// The topic's publish route.
     pub(crate) async fn route(
         &self,
         topic: &str,
-        budget: &Budget,
-    ) -> Result<Arc<TopicPublishInfo>, ProducerError> {
-        self.routes.get(&self.client, topic, budget).await
+        budget: &Deadline,
+    ) -> Result<Arc<PublishRoute>, ProducerError> {
+        Ok(self.routes.get(&self.client, topic, budget).await?)
     }
 
     /// Sends with up to `times_total` attempts, moving to another broker
@@ -234,7 +198,7 @@ impl Inner {
     pub(crate) async fn send_with_retries(
         &self,
         prep: &Prepared,
-        budget: &Budget,
+        budget: &Deadline,
         times_total: u32,
     ) -> Result<SendResult, ProducerError> {
         let info = self.route(&prep.topic, budget).await?;
@@ -256,7 +220,7 @@ impl Inner {
                 break;
             }
             let faults = self.faults.as_ref();
-            let Some(mq) = info.select(last_broker.as_deref(), faults, Instant::now()) else {
+            let Some(mq) = select(&info, last_broker.as_deref(), faults, Instant::now()) else {
                 break;
             };
             span.record("broker", mq.broker_name.as_str());
@@ -324,24 +288,20 @@ impl Inner {
         match (not_ok, last_err) {
             (Some(result), _) => Ok(result),
             (None, Some(e)) => Err(e),
-            (None, None) => Err(budget.timed_out(None)),
+            (None, None) => Err(budget.timed_out(None).into()),
         }
     }
 
     /// One attempt on one queue; updates the fault table.
     pub(crate) async fn attempt(
         &self,
-        info: &TopicPublishInfo,
+        info: &PublishRoute,
         prep: &Prepared,
         mq: &MessageQueue,
-        budget: &Budget,
+        budget: &Deadline,
         retry: bool,
     ) -> Result<SendResult, ProducerError> {
-        let addr = info
-            .master_addr(&mq.broker_name)
-            .ok_or_else(|| ProducerError::NoRoute {
-                topic: prep.topic.clone(),
-            })?;
+        let addr = master_addr(info, mq)?;
         self.counters.attempt(retry);
         let began = Instant::now();
         let remaining = budget.remaining();
@@ -349,8 +309,8 @@ impl Inner {
         let invoked = tokio::time::timeout(remaining, self.client.invoke(addr, request, remaining));
         let result = match invoked.await {
             Ok(Ok(response)) => parse_response(response, prep, mq, addr),
-            Ok(Err(e)) => Err(ProducerError::from_client(addr, e, budget.timeout_ms())),
-            Err(_) => Err(budget.timed_out(Some(addr))),
+            Ok(Err(e)) => Err(CallError::from_client(addr, e, budget.timeout_ms()).into()),
+            Err(_) => Err(budget.timed_out(Some(addr)).into()),
         };
         if let Some(faults) = &self.faults {
             let failed = result.is_err();
@@ -372,19 +332,15 @@ impl Inner {
     pub(crate) async fn oneway(
         &self,
         prep: &Prepared,
-        budget: &Budget,
+        budget: &Deadline,
     ) -> Result<(), ProducerError> {
         let info = self.route(&prep.topic, budget).await?;
-        let mq = info
-            .select(None, self.faults.as_ref(), Instant::now())
-            .ok_or_else(|| ProducerError::NoRoute {
+        let mq = select(&info, None, self.faults.as_ref(), Instant::now()).ok_or_else(|| {
+            ProducerError::NoRoute {
                 topic: prep.topic.clone(),
-            })?;
-        let addr = info
-            .master_addr(&mq.broker_name)
-            .ok_or_else(|| ProducerError::NoRoute {
-                topic: prep.topic.clone(),
-            })?;
+            }
+        })?;
+        let addr = master_addr(&info, &mq)?;
         self.counters.attempt(false);
         let request = send_request(&self.config, prep, &mq);
         let span = tracing::debug_span!("send_oneway", topic = %prep.topic, broker = %mq.broker_name, attempt = 0);
@@ -394,8 +350,8 @@ impl Inner {
                 .await;
         match sent {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ProducerError::from_client(addr, e, budget.timeout_ms())),
-            Err(_) => Err(budget.timed_out(Some(addr))),
+            Ok(Err(e)) => Err(CallError::from_client(addr, e, budget.timeout_ms()).into()),
+            Err(_) => Err(budget.timed_out(Some(addr)).into()),
         }
     }
 }
@@ -405,7 +361,7 @@ pub(crate) async fn send_once(
     inner: &Inner,
     prep: &Prepared,
     queue: &MessageQueue,
-    budget: &Budget,
+    budget: &Deadline,
 ) -> Result<SendResult, ProducerError> {
     let info = inner.route(&prep.topic, budget).await?;
     let span =
@@ -414,6 +370,15 @@ pub(crate) async fn send_once(
         .attempt(&info, prep, queue, budget, false)
         .instrument(span)
         .await
+}
+
+/// The master address of the queue's broker in the route.
+fn master_addr<'a>(route: &'a PublishRoute, mq: &MessageQueue) -> Result<&'a str, ProducerError> {
+    route
+        .master_addr(&mq.broker_name)
+        .ok_or_else(|| ProducerError::NoBroker {
+            broker_name: mq.broker_name.clone(),
+        })
 }
 
 pub(crate) fn millis(d: Duration) -> u64 {
@@ -427,9 +392,9 @@ mod tests {
     #[test]
     fn retry_rules_follow_rocketmq_with_busy_apart() {
         let broker = |code| ProducerError::Broker {
-            code,
+            addr: "b".into(),
+            code: ResponseCode(code),
             remark: String::new(),
-            broker_addr: "b".into(),
             retry_after_ms: None,
         };
         assert!(matches!(next_after(&broker(17)), Next::Retry));
@@ -440,7 +405,7 @@ mod tests {
         assert!(matches!(
             next_after(&ProducerError::Timeout {
                 timeout_ms: 1,
-                broker_addr: None
+                addr: None
             }),
             Next::Retry
         ));

@@ -136,9 +136,9 @@ mod tests {
         c.attempt(false);
         c.attempt(true);
         c.outcome::<()>(&Err(ProducerError::Broker {
-            code: 2,
+            code: remoting_protocol::ResponseCode::SYSTEM_BUSY,
             remark: String::new(),
-            broker_addr: "b".into(),
+            addr: "b".into(),
             retry_after_ms: None,
         }));
         c.outcome::<()>(&Err(ProducerError::Shutdown));

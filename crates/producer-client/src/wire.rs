@@ -1,6 +1,7 @@
 //! The send request on the wire and the reading of its answer
 //! (`sendKernelImpl` and `processSendResponse`).
 
+use client_core::CallError;
 use message_model::now_ms;
 use remoting_protocol::{
     header::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader},
@@ -10,10 +11,6 @@ use remoting_protocol::{
 use crate::{
     message::Prepared, MessageQueue, ProducerConfig, ProducerError, SendResult, SendStatus,
 };
-
-/// Ext field of Sluice's busy answers with the suggested back-off in ms.
-/// Other RocketMQ brokers never send it; other clients ignore it.
-pub const RETRY_AFTER_MS: &str = "retryAfterMs";
 
 /// The `SEND_MESSAGE_V2` (or, for a batch, `SEND_BATCH_MESSAGE`) request of
 /// one attempt, with the single-letter V2 header and a fresh opaque.
@@ -56,12 +53,7 @@ pub(crate) fn parse_response(
     addr: &str,
 ) -> Result<SendResult, ProducerError> {
     let Some(status) = SendStatus::from_code(response.response_code()) else {
-        return Err(ProducerError::Broker {
-            code: response.code,
-            retry_after_ms: response.ext(RETRY_AFTER_MS).and_then(|v| v.parse().ok()),
-            remark: response.remark.unwrap_or_default(),
-            broker_addr: addr.to_owned(),
-        });
+        return Err(CallError::refused(addr, &response).into());
     };
     let bad = |reason: String| ProducerError::Protocol {
         addr: addr.to_owned(),
@@ -91,7 +83,7 @@ pub(crate) fn parse_response(
 
 #[cfg(test)]
 mod tests {
-    use remoting_protocol::ResponseCode;
+    use remoting_protocol::{ResponseCode, RETRY_AFTER_MS};
 
     use super::*;
 
@@ -159,7 +151,7 @@ mod tests {
         assert!(matches!(
             err,
             ProducerError::Broker {
-                code: 2,
+                code: ResponseCode::SYSTEM_BUSY,
                 retry_after_ms: Some(250),
                 ..
             }

@@ -12,6 +12,7 @@ use common::{bounded, config, Behaviour, FakeBroker, TestBroker};
 use producer_client::{
     BusyPolicy, Message, Producer, ProducerConfig, ProducerError, RETRY_BUDGET_CAP_TOKENS,
 };
+use remoting_protocol::ResponseCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_policy_never_a_busy_answer_surfaces_at_once() {
@@ -34,14 +35,14 @@ async fn under_policy_never_a_busy_answer_surfaces_at_once() {
         .unwrap();
         match producer.send(Message::new("Busy", "x")).await {
             Err(ProducerError::Broker {
+                addr,
                 code,
                 remark,
-                broker_addr,
                 retry_after_ms,
             }) => {
-                assert_eq!(code, 2);
+                assert_eq!(code, ResponseCode::SYSTEM_BUSY);
                 assert!(remark.starts_with("[TIMEOUT_CLEAN_QUEUE]"), "{remark}");
-                assert_eq!(broker_addr, busy.addr);
+                assert_eq!(addr, busy.addr);
                 assert_eq!(retry_after_ms, Some(50));
             }
             other => panic!("expected a busy answer, got {other:?}"),
