@@ -247,11 +247,25 @@ impl Properties {
 /// (the last entry of a repeated name wins, malformed segments are skipped),
 /// without allocating.
 pub fn find<'a>(encoded: &'a str, name: &str) -> Option<&'a str> {
-    encoded
-        .rsplit(PROPERTY_SEPARATOR)
-        .filter_map(|segment| segment.split_once(NAME_VALUE_SEPARATOR))
-        .find(|&(n, v)| n == name && !n.is_empty() && !v.is_empty())
-        .map(|(_, v)| v)
+    // Decoded names are never empty and never hold a separator.
+    if name.is_empty() || has_separator(name) {
+        return None;
+    }
+    // One forward pass, keeping the last match: a segment whose name is
+    // `name` starts with `name` and the name-value separator, since `name`
+    // holds no separator of its own.
+    let mut found = None;
+    for segment in encoded.split(PROPERTY_SEPARATOR) {
+        if let Some(value) = segment
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(NAME_VALUE_SEPARATOR))
+        {
+            if !value.is_empty() {
+                found = Some(value);
+            }
+        }
+    }
+    found
 }
 
 impl<'a> IntoIterator for &'a Properties {

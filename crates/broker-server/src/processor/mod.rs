@@ -13,7 +13,7 @@ mod consumer_offset;
 mod pull_message;
 mod send_message;
 
-use std::{collections::HashMap, sync::LazyLock};
+use std::sync::LazyLock;
 
 use remoting_protocol::{HeaderError, RemotingCommand, RequestCode, ResponseCode};
 
@@ -137,9 +137,28 @@ pub static TABLE: &[Route] = {
 
 /// The route of a request code; `None` for a code the broker does not serve.
 pub fn route(code: RequestCode) -> Option<&'static Route> {
-    static INDEX: LazyLock<HashMap<RequestCode, &'static Route>> =
-        LazyLock::new(|| TABLE.iter().map(|r| (r.code, r)).collect());
-    INDEX.get(&code).copied()
+    // Indexed by the code itself: request codes are small non-negative
+    // numbers, so a lookup is a bounds check and a load (it runs twice per
+    // request, at admission and at the worker).
+    static INDEX: LazyLock<Vec<Option<&'static Route>>> = LazyLock::new(|| {
+        let len = TABLE
+            .iter()
+            .filter_map(|r| usize::try_from(r.code.0).ok())
+            .max()
+            .map_or(0, |max| max + 1);
+        let mut index = vec![None; len];
+        for r in TABLE {
+            if let Some(slot) = usize::try_from(r.code.0)
+                .ok()
+                .and_then(|i| index.get_mut(i))
+            {
+                *slot = Some(r);
+            }
+        }
+        index
+    });
+    let slot = usize::try_from(code.0).ok()?;
+    INDEX.get(slot).copied().flatten()
 }
 
 impl Route {
@@ -189,7 +208,9 @@ mod tests {
             assert!(seen.insert(r.code), "{:?} is in the table twice", r.code);
             assert_eq!(route(r.code).map(|found| found.code), Some(r.code));
         }
-        assert!(route(RequestCode(-7)).is_none());
+        for unknown in [-7, 0, 9999, i32::MAX] {
+            assert!(route(RequestCode(unknown)).is_none(), "{unknown}");
+        }
     }
 
     #[test]
