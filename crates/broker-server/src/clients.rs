@@ -50,13 +50,17 @@ impl ClientRegistry {
         }
     }
 
-    /// Forgets a client (all groups, or the named ones).
+    /// Forgets a client (all groups, or the named ones). An empty group
+    /// name counts as none: the C++ client names both groups and leaves the
+    /// one it does not mean empty.
     pub fn unregister(
         &self,
         client_id: &str,
         producer_group: Option<&str>,
         consumer_group: Option<&str>,
     ) {
+        let producer_group = producer_group.filter(|g| !g.is_empty());
+        let consumer_group = consumer_group.filter(|g| !g.is_empty());
         if producer_group.is_none() && consumer_group.is_none() {
             self.clients.remove(client_id);
             return;
@@ -109,5 +113,43 @@ impl ClientRegistry {
     /// Reports whether no client is known.
     pub fn is_empty(&self) -> bool {
         self.clients.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use remoting_protocol::body::{ConsumerData, ProducerData};
+
+    use super::*;
+
+    fn heartbeat(registry: &ClientRegistry) {
+        let data = HeartbeatData {
+            client_id: "c1".into(),
+            producer_data_set: vec![ProducerData {
+                group_name: "PG".into(),
+            }],
+            consumer_data_set: vec![ConsumerData {
+                group_name: "G".into(),
+                ..ConsumerData::default()
+            }],
+            ..HeartbeatData::default()
+        };
+        registry.heartbeat(&data, 1, Instant::now());
+    }
+
+    #[test]
+    fn an_empty_group_name_in_an_unregistration_means_none() {
+        let registry = ClientRegistry::default();
+        heartbeat(&registry);
+        // The C++ client's "unregister consumer G".
+        registry.unregister("c1", Some(""), Some("G"));
+        assert!(registry.consumers_of("G").is_empty());
+        let c = registry
+            .clients
+            .get("c1")
+            .map(|c| c.producer_groups.clone());
+        assert_eq!(c, Some(vec!["PG".to_owned()]), "the producer group stays");
+        registry.unregister("c1", None, None);
+        assert!(registry.clients.get("c1").is_none());
     }
 }

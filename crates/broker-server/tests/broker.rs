@@ -245,7 +245,7 @@ async fn codes_without_a_processor_are_refused_on_arrival_without_being_queued()
     let counters = &b.broker.state().counters;
     for code in [
         RequestCode::CONSUMER_SEND_MSG_BACK,
-        RequestCode::CHECK_CLIENT_CONFIG,
+        RequestCode::LOCK_BATCH_MQ,
         RequestCode(4243),
     ] {
         let before = counters.snapshot();
@@ -259,6 +259,89 @@ async fn codes_without_a_processor_are_refused_on_arrival_without_being_queued()
         assert_eq!(after.accepted, before.accepted, "{code:?} was queued");
         assert_eq!(after.completed, before.completed, "{code:?} was served");
     }
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpp_client_heartbeat_with_ordinal_enums_registers_its_consumer() {
+    let b = TestBroker::start(&[]).await;
+    // cpp 2.2.0: enums as ordinals, subVersion as a string, a trailing newline.
+    let body = "{\"clientID\":\"10.0.0.7@cpp\",\"consumerDataSet\":[{\"consumeFromWhere\":4,\
+                \"consumeType\":1,\"groupName\":\"CppG\",\"messageModel\":1,\
+                \"subscriptionDataSet\":[{\"subString\":\"*\",\"subVersion\":\"1700000000000\",\
+                \"topic\":\"T\"}]}],\"producerDataSet\":[{\"groupName\":\"PG\"}]}\n";
+    let beat = b
+        .invoke(
+            RemotingCommand::request(RequestCode::HEART_BEAT).with_body(body.as_bytes().to_vec()),
+        )
+        .await;
+    assert_eq!(
+        beat.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        beat.remark
+    );
+    let mut list = RemotingCommand::request(RequestCode::GET_CONSUMER_LIST_BY_GROUP);
+    list.set_ext("consumerGroup", "CppG");
+    let listed = b.invoke(list).await;
+    assert_eq!(
+        listed.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        listed.remark
+    );
+    assert!(String::from_utf8_lossy(&listed.body).contains("10.0.0.7@cpp"));
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_broker_cannot_honour_is_refused_with_rocketmq_codes() {
+    let b = TestBroker::start(&[]).await;
+    // A half (prepared transaction) message is not stored as a plain one.
+    let half = b
+        .invoke(send_request(
+            "Refused",
+            0,
+            b"half",
+            "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}PG\u{2}",
+        ))
+        .await;
+    assert_eq!(half.response_code(), ResponseCode::NO_PERMISSION);
+    assert!(half
+        .remark
+        .as_deref()
+        .unwrap_or_default()
+        .contains("sending transaction message is forbidden"));
+    let plain = b.invoke(send_request("Refused", 0, b"plain", "")).await;
+    assert_eq!(plain.response_code(), ResponseCode::SUCCESS);
+    let stored: SendMessageResponseHeader = plain.decode_header().unwrap();
+    assert_eq!(stored.queue_offset, 0, "the half message took no offset");
+
+    // SQL92 filtering: pulls and the client's start-up check.
+    let mut sql = pull_request("Refused", 0, 0, 32);
+    sql.set_ext("expressionType", "SQL92");
+    let pulled = b.invoke(sql).await;
+    let remark = "The broker does not support consumer to filter message by SQL92";
+    assert_eq!(pulled.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert_eq!(pulled.remark.as_deref(), Some(remark));
+    let mut tag = pull_request("Refused", 0, 0, 32);
+    tag.set_ext("expressionType", "TAG");
+    assert_eq!(b.invoke(tag).await.response_code(), ResponseCode::SUCCESS);
+    let check = |expression_type: &str| {
+        RemotingCommand::request(RequestCode::CHECK_CLIENT_CONFIG).with_body(
+            format!(
+                r#"{{"clientId":"c","group":"G","subscriptionData":{{"topic":"Refused","subString":"a > 1","expressionType":"{expression_type}"}}}}"#
+            )
+            .into_bytes(),
+        )
+    };
+    let refused = b.invoke(check("SQL92")).await;
+    assert_eq!(refused.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert_eq!(refused.remark.as_deref(), Some(remark));
+    assert_eq!(
+        b.invoke(check("TAG")).await.response_code(),
+        ResponseCode::SUCCESS
+    );
     b.broker.shutdown().await;
 }
 

@@ -1,10 +1,11 @@
-//! `HEART_BEAT`, `UNREGISTER_CLIENT` and `GET_CONSUMER_LIST_BY_GROUP`.
+//! `HEART_BEAT`, `UNREGISTER_CLIENT`, `GET_CONSUMER_LIST_BY_GROUP` and
+//! `CHECK_CLIENT_CONFIG`.
 
 use std::time::Instant;
 
 use remoting_protocol::{
-    body::{self, HeartbeatData},
-    header::UnregisterClientRequestHeader,
+    body::{self, CheckClientRequestBody, HeartbeatData},
+    header::{is_tag_type, UnregisterClientRequestHeader},
     RemotingCommand, ResponseCode,
 };
 
@@ -60,4 +61,35 @@ pub(crate) fn consumer_list(state: &BrokerState, req: &RemotingCommand) -> Remot
     let body = serde_json::json!({ "consumerIdList": ids }).to_string();
     req.response_to(ResponseCode::SUCCESS, None)
         .with_body(body.into_bytes())
+}
+
+/// Answers whether the broker can serve a consumer's subscription: tag
+/// expressions yes; any other filter type (SQL92) is refused with
+/// RocketMQ's code and remark for a broker without property filtering.
+pub(crate) fn check_client_config(_state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let body = match body::from_json::<CheckClientRequestBody>(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return req.response_to(
+                ResponseCode::SYSTEM_ERROR,
+                Some(format!("bad check client config body: {e}")),
+            )
+        }
+    };
+    let expression_type = body
+        .subscription_data
+        .as_ref()
+        .map(|s| s.expression_type.as_str());
+    if is_tag_type(expression_type) {
+        return req.response_to(ResponseCode::SUCCESS, None);
+    }
+    req.response_to(
+        ResponseCode::SYSTEM_ERROR,
+        Some(unsupported_filter(expression_type.unwrap_or_default())),
+    )
+}
+
+/// RocketMQ's remark for a filter type a broker cannot apply.
+pub(crate) fn unsupported_filter(expression_type: &str) -> String {
+    format!("The broker does not support consumer to filter message by {expression_type}")
 }

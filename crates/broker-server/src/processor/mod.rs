@@ -113,6 +113,11 @@ pub static TABLE: &[Route] = {
         job(C::HEART_BEAT, Heartbeat, client_manage::heartbeat),
         now(C::UNREGISTER_CLIENT, Heartbeat, client_manage::unregister),
         now(
+            C::CHECK_CLIENT_CONFIG,
+            Heartbeat,
+            client_manage::check_client_config,
+        ),
+        now(
             C::GET_MAX_OFFSET,
             Family::Admin,
             consumer_offset::max_offset,
@@ -229,7 +234,7 @@ mod tests {
         // worker; now refused on arrival.
         for code in [
             RequestCode::CONSUMER_SEND_MSG_BACK,
-            RequestCode::CHECK_CLIENT_CONFIG,
+            RequestCode::LOCK_BATCH_MQ,
         ] {
             assert!(route(code).is_none(), "{code:?}");
         }

@@ -8,12 +8,16 @@ use message_model::{
     tag_hash,
 };
 use remoting_protocol::{
-    header::{PullMessageRequestHeader, PullMessageResponseHeader},
+    header::{is_tag_type, PullMessageRequestHeader, PullMessageResponseHeader},
     RemotingCommand, ResponseCode,
 };
 use store::GetStatus;
 
-use crate::{processor::bad_header, request::Job, state::BrokerState};
+use crate::{
+    processor::{bad_header, client_manage::unsupported_filter},
+    request::Job,
+    state::BrokerState,
+};
 
 /// Most bytes one pull returns when the request sets no limit.
 const DEFAULT_MAX_PULL_BYTES: usize = 256 * 1024;
@@ -105,6 +109,15 @@ fn read(
             Some(format!(
                 "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
                 header.queue_id, header.topic, topic.read_queue_nums
+            )),
+        );
+    }
+    if !is_tag_type(header.expression_type.as_deref()) {
+        // Sluice filters by tag only (RocketMQ without enablePropertyFilter).
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(unsupported_filter(
+                header.expression_type.as_deref().unwrap_or_default(),
             )),
         );
     }

@@ -7,7 +7,11 @@
 //! service time (what the early-admission estimate of the queue wait is fed
 //! with) is the append alone, the part that holds the queue up.
 
-use message_model::{flags::is_writeable, properties::keys, MessageId, UniqueIdGenerator};
+use message_model::{
+    flags::is_writeable,
+    properties::{find, keys},
+    MessageId, UniqueIdGenerator,
+};
 use remoting_protocol::{
     body,
     header::{SendMessageRequestHeader, SendMessageResponseHeader},
@@ -134,6 +138,21 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
             )),
         ));
     }
+    if !header.is_batch()
+        && is_half_message(
+            header.properties.as_deref().unwrap_or(""),
+            header.reconsume_times.unwrap_or(0),
+        )
+    {
+        return Appended::Refused(req.response_to(
+            ResponseCode::NO_PERMISSION,
+            Some(format!(
+                "the broker[{}] sending transaction message is forbidden: \
+                 this broker does not store half (prepared) messages yet",
+                cfg.broker.broker_ip1
+            )),
+        ));
+    }
     let base = |body: bytes::Bytes, flag: i32, properties: String| MessageToStore {
         topic: header.topic.clone(),
         queue_id,
@@ -215,6 +234,18 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
     }
 }
 
+/// Whether a send is the half of a transaction, as RocketMQ decides it: its
+/// `TRAN_MSG` property parses as true (`Boolean.parseBoolean`), unless it is
+/// a redelivered delayed message (which clients before 4.6.1 marked so).
+fn is_half_message(properties: &str, reconsume_times: i32) -> bool {
+    let half = find(properties, keys::TRANSACTION_PREPARED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    half && !(reconsume_times > 0
+        && find(properties, keys::DELAY_TIME_LEVEL)
+            .and_then(|v| v.parse::<i32>().ok())
+            .is_some_and(|level| level > 0))
+}
+
 /// The `SUCCESS` answer for stored messages: ids, queue and offset.
 fn stored_response(
     req: &RemotingCommand,
@@ -245,8 +276,7 @@ fn stored_response(
 /// Adds the broker's cluster name and, when the producer set none, a unique
 /// key; returns the properties and the unique key.
 fn complete_properties(properties: &str, cluster: &str, state: &BrokerState) -> (String, String) {
-    let uniq = message_model::properties::find(properties, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        .map(str::to_owned);
+    let uniq = find(properties, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).map(str::to_owned);
     let mut out = String::with_capacity(properties.len() + 64);
     out.push_str(properties);
     let uniq = match uniq {
@@ -257,7 +287,7 @@ fn complete_properties(properties: &str, cluster: &str, state: &BrokerState) -> 
             key
         }
     };
-    if message_model::properties::find(properties, keys::CLUSTER).is_none() {
+    if find(properties, keys::CLUSTER).is_none() {
         push_property(&mut out, keys::CLUSTER, cluster);
     }
     (out, uniq)
@@ -333,6 +363,24 @@ mod tests {
             &e,
             4096,
         )
+    }
+
+    #[test]
+    fn half_messages_are_told_apart_as_rocketmq_does() {
+        assert!(is_half_message(
+            "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}G\u{2}",
+            0
+        ));
+        assert!(is_half_message("TRAN_MSG\u{1}TRUE\u{2}", 0));
+        assert!(!is_half_message("TRAN_MSG\u{1}false\u{2}", 0));
+        assert!(!is_half_message("TRAN_MSG\u{1}1\u{2}", 0), "parseBoolean");
+        assert!(!is_half_message("TAGS\u{1}A\u{2}", 0));
+        // A redelivered delayed message of an old client keeps its TRAN_MSG.
+        assert!(!is_half_message(
+            "TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}",
+            1
+        ));
+        assert!(is_half_message("TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}", 0));
     }
 
     #[test]

@@ -252,11 +252,17 @@ fn malformed_headers_are_answered_with_a_remark_naming_the_field() {
         "{remark}"
     );
 
+    let mut req = register_request(MASTER, 0, &["T"]);
+    req.set_ext("brokerId", "zero");
+    let resp = handle(&p, &req);
+    assert_eq!(resp.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap().contains("`brokerId`"));
+
+    // Booleans read as Java's Boolean.parseBoolean: never malformed.
     let mut req = route_request("T", 479, None);
     req.set_ext("acceptStandardJsonOnly", "maybe");
     let resp = handle(&p, &req);
-    assert_eq!(resp.response_code(), ResponseCode::SYSTEM_ERROR);
-    assert!(resp.remark.unwrap().contains("acceptStandardJsonOnly"));
+    assert_ne!(resp.response_code(), ResponseCode::SYSTEM_ERROR);
 
     let req = RemotingCommand::request(RequestCode::UNREGISTER_BROKER);
     let resp = handle(&p, &req);

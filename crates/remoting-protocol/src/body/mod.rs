@@ -9,17 +9,21 @@
 
 use std::borrow::Cow;
 
-use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
 mod batch;
 mod config_text;
 mod heartbeat;
+pub mod lenient;
 mod route;
 
 pub use batch::{decode_batch, encode_batch, BatchEntry};
 pub use config_text::{decode_config_text, encode_config_text};
-pub use heartbeat::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
+pub use heartbeat::{
+    CheckClientRequestBody, ConsumerData, HeartbeatData, ProducerData, SubscriptionData,
+    CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
+};
 pub use route::{
     BrokerData, ClusterInfo, DataVersion, KvTable, QueueData, RegisterBrokerBody, TopicConfig,
     TopicConfigSerializeWrapper, TopicRouteData,
@@ -122,21 +126,6 @@ pub fn quote_numeric_keys(input: &[u8]) -> Cow<'_, [u8]> {
             Cow::Owned(buf)
         }
         None => Cow::Borrowed(input),
-    }
-}
-
-/// Deserializes an i64 written as a number or, as fastjson's browser-compatible
-/// mode does for large values, as a string.
-pub(crate) fn lenient_i64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum NumOrText {
-        Num(i64),
-        Text(String),
-    }
-    match NumOrText::deserialize(d)? {
-        NumOrText::Num(n) => Ok(n),
-        NumOrText::Text(t) => t.trim().parse().map_err(serde::de::Error::custom),
     }
 }
 

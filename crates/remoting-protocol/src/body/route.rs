@@ -2,9 +2,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::lenient_i64;
+use super::lenient::{boolean, enum_name, int, list, string};
+
+/// `TopicFilterType` constants in ordinal order.
+const TOPIC_FILTER_TYPES: &[&str] = &["SINGLE_TAG", "MULTI_TAG"];
+
+fn topic_filter_type<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    enum_name(d, TOPIC_FILTER_TYPES)
+}
 
 /// Where a topic lives: its queues per broker and the brokers' addresses
 /// (`GET_ROUTEINFO_BY_TOPIC` response body).
@@ -15,8 +22,10 @@ pub struct TopicRouteData {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub order_topic_conf: Option<String>,
     /// Queue counts and permissions per broker name.
+    #[serde(deserialize_with = "list")]
     pub queue_datas: Vec<QueueData>,
     /// Addresses per broker name.
+    #[serde(deserialize_with = "list")]
     pub broker_datas: Vec<BrokerData>,
     /// Filter servers per broker address.
     pub filter_server_table: BTreeMap<String, Vec<String>>,
@@ -30,14 +39,19 @@ pub struct TopicRouteData {
 #[serde(rename_all = "camelCase", default)]
 pub struct QueueData {
     /// Broker name.
+    #[serde(deserialize_with = "string")]
     pub broker_name: String,
     /// Readable queue count.
+    #[serde(deserialize_with = "int")]
     pub read_queue_nums: i32,
     /// Writable queue count.
+    #[serde(deserialize_with = "int")]
     pub write_queue_nums: i32,
     /// Permission bits.
+    #[serde(deserialize_with = "int")]
     pub perm: i32,
     /// Topic system flag.
+    #[serde(deserialize_with = "int")]
     pub topic_sys_flag: i32,
 }
 
@@ -46,8 +60,10 @@ pub struct QueueData {
 #[serde(rename_all = "camelCase", default)]
 pub struct BrokerData {
     /// Cluster name.
+    #[serde(deserialize_with = "string")]
     pub cluster: String,
     /// Broker name.
+    #[serde(deserialize_with = "string")]
     pub broker_name: String,
     /// Broker id (0 = master) to address.
     pub broker_addrs: BTreeMap<i64, String>,
@@ -55,6 +71,7 @@ pub struct BrokerData {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zone_name: Option<String>,
     /// Acting-master mode.
+    #[serde(deserialize_with = "boolean")]
     pub enable_acting_master: bool,
 }
 
@@ -82,13 +99,13 @@ pub struct ClusterInfo {
 #[serde(rename_all = "camelCase", default)]
 pub struct DataVersion {
     /// State version.
-    #[serde(deserialize_with = "lenient_i64")]
+    #[serde(deserialize_with = "int")]
     pub state_version: i64,
     /// When the table last changed (ms since the epoch).
-    #[serde(deserialize_with = "lenient_i64")]
+    #[serde(deserialize_with = "int")]
     pub timestamp: i64,
     /// Change counter.
-    #[serde(deserialize_with = "lenient_i64")]
+    #[serde(deserialize_with = "int")]
     pub counter: i64,
 }
 
@@ -97,18 +114,25 @@ pub struct DataVersion {
 #[serde(rename_all = "camelCase", default)]
 pub struct TopicConfig {
     /// Topic name.
+    #[serde(deserialize_with = "string")]
     pub topic_name: String,
     /// Readable queue count (default 16).
+    #[serde(deserialize_with = "int")]
     pub read_queue_nums: i32,
     /// Writable queue count (default 16).
+    #[serde(deserialize_with = "int")]
     pub write_queue_nums: i32,
     /// Permission bits (default 6, read and write).
+    #[serde(deserialize_with = "int")]
     pub perm: i32,
     /// Tag filter type (`SINGLE_TAG` or `MULTI_TAG`).
+    #[serde(deserialize_with = "topic_filter_type")]
     pub topic_filter_type: String,
     /// Topic system flag.
+    #[serde(deserialize_with = "int")]
     pub topic_sys_flag: i32,
     /// Ordered topic.
+    #[serde(deserialize_with = "boolean")]
     pub order: bool,
     /// Topic attributes.
     pub attributes: BTreeMap<String, String>,
@@ -153,6 +177,7 @@ pub struct RegisterBrokerBody {
     /// The broker's topics.
     pub topic_config_serialize_wrapper: TopicConfigSerializeWrapper,
     /// Filter servers.
+    #[serde(deserialize_with = "list")]
     pub filter_server_list: Vec<String>,
 }
 
@@ -183,6 +208,32 @@ mod tests {
             from_json::<TopicRouteData>(standard.as_bytes()).unwrap(),
             route
         );
+    }
+
+    #[test]
+    fn topic_configs_and_queue_data_read_as_fastjson_reads_them() {
+        let config: TopicConfig = from_json(
+            br#"{"topicName":"T","readQueueNums":"8","writeQueueNums":4.0,"perm":"6","topicFilterType":1,"order":"1","unknown":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (config.read_queue_nums, config.write_queue_nums, config.perm),
+            (8, 4, 6)
+        );
+        assert_eq!(config.topic_filter_type, "MULTI_TAG");
+        assert!(config.order);
+        let named: TopicConfig = from_json(br#"{"topicFilterType":"multi_tag"}"#).unwrap();
+        assert_eq!(named.topic_filter_type, "MULTI_TAG");
+        assert_eq!(
+            named.read_queue_nums, 16,
+            "absent fields keep Java's initializers"
+        );
+        let route: TopicRouteData = from_json(
+            br#"{"queueDatas":null,"brokerDatas":[{"brokerName":"b","enableActingMaster":"0"}]}"#,
+        )
+        .unwrap();
+        assert!(route.queue_datas.is_empty());
+        assert!(!route.broker_datas[0].enable_acting_master);
     }
 
     #[test]

@@ -5,6 +5,14 @@
 //! their absence is an error that names the key; optional fields are
 //! `Option`s. Values travel as strings: integers in decimal, booleans as
 //! `true`/`false`, enums by name.
+//!
+//! Reading follows Java's parsers, which is what RocketMQ's brokers apply:
+//! integers as `Integer.parseInt`/`Long.parseLong` (an optional sign, then
+//! decimal digits), booleans as `Boolean.parseBoolean` (a case-insensitive
+//! `true` is true, anything else false, never an error) with one deliberate
+//! difference: `1` is true too. The C++ client writes its booleans as
+//! `0`/`1`; Java reads its `1` as false and so stores a C++ batch as one
+//! message, Sluice reads it as the client meant it.
 
 use thiserror::Error;
 
@@ -27,7 +35,7 @@ pub use offset::{
     BoundaryType, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
-pub use pull::{PullMessageRequestHeader, PullMessageResponseHeader};
+pub use pull::{is_tag_type, PullMessageRequestHeader, PullMessageResponseHeader};
 pub use send::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 
 /// Why ext fields could not be read as a typed header.
@@ -115,18 +123,12 @@ macro_rules! int_scalar {
 int_scalar!(i32 => "32-bit integer", i64 => "64-bit integer");
 
 impl ExtScalar for bool {
-    const EXPECTED: &'static str = "boolean (true or false)";
+    const EXPECTED: &'static str = "boolean";
     fn to_ext(&self) -> String {
         self.to_string()
     }
     fn parse_ext(text: &str) -> Option<Self> {
-        if text.eq_ignore_ascii_case("true") {
-            Some(true)
-        } else if text.eq_ignore_ascii_case("false") {
-            Some(false)
-        } else {
-            None
-        }
+        Some(text.eq_ignore_ascii_case("true") || text == "1")
     }
 }
 
@@ -270,12 +272,31 @@ mod tests {
             "header field `count` has value \"12x\", which is not a valid 32-bit integer"
         );
         ext.insert("count".into(), "1".into());
-        ext.insert("on".into(), "yes".into());
-        assert!(matches!(
-            Sample::from_ext_fields(&ext),
-            Err(HeaderError::Invalid { key: "on", .. })
-        ));
-        ext.insert("on".into(), "TRUE".into());
-        assert_eq!(Sample::from_ext_fields(&ext).unwrap().on, Some(true));
+        assert_eq!(Sample::from_ext_fields(&ext).unwrap().count, 1);
+    }
+
+    #[test]
+    fn booleans_read_as_java_parse_boolean_and_accept_one() {
+        let mut ext = ExtFields::default();
+        ext.insert("name".into(), "x".into());
+        ext.insert("count".into(), "+1".into());
+        for (text, want) in [
+            ("true", true),
+            ("TRUE", true),
+            ("True", true),
+            ("1", true),
+            ("false", false),
+            ("0", false),
+            ("yes", false),
+            ("T", false),
+            ("", false),
+        ] {
+            ext.insert("on".into(), text.into());
+            assert_eq!(
+                Sample::from_ext_fields(&ext).unwrap().on,
+                Some(want),
+                "{text:?}"
+            );
+        }
     }
 }

@@ -65,3 +65,8 @@ ext_header! {
         forbidden_type: Option<i32> = "forbiddenType",
     }
 }
+/// Whether a subscription's expression type selects by tag, as RocketMQ's
+/// `ExpressionType.isTagType` decides: absent, empty or exactly `TAG`.
+pub fn is_tag_type(expression_type: Option<&str>) -> bool {
+    matches!(expression_type, None | Some("" | "TAG"))
+}
