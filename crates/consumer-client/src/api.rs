@@ -133,7 +133,7 @@ impl Api {
         let header = PullMessageRequestHeader {
             consumer_group: spec.group.to_owned(),
             topic: mq.topic.clone(),
-            queue_id: wire_queue_id(mq),
+            queue_id: mq.wire_queue_id(),
             queue_offset: wire_offset(spec.offset),
             max_msg_nums: i32::try_from(spec.max).unwrap_or(i32::MAX),
             sys_flag,
@@ -183,7 +183,7 @@ impl Api {
             &QueryConsumerOffsetRequestHeader {
                 consumer_group: group.to_owned(),
                 topic: mq.topic.clone(),
-                queue_id: wire_queue_id(mq),
+                queue_id: mq.wire_queue_id(),
                 set_zero_if_not_found: Some(false),
                 broker_name: None,
             },
@@ -213,7 +213,7 @@ impl Api {
             &UpdateConsumerOffsetRequestHeader {
                 consumer_group: group.to_owned(),
                 topic: mq.topic.clone(),
-                queue_id: wire_queue_id(mq),
+                queue_id: mq.wire_queue_id(),
                 commit_offset: wire_offset(offset),
                 broker_name: None,
             },
@@ -242,7 +242,7 @@ impl Api {
                 RequestCode::GET_MAX_OFFSET,
                 &GetMaxOffsetRequestHeader {
                     topic: mq.topic.clone(),
-                    queue_id: wire_queue_id(mq),
+                    queue_id: mq.wire_queue_id(),
                     committed: Some(true),
                     broker_name: None,
                 },
@@ -252,7 +252,7 @@ impl Api {
                 RequestCode::GET_MIN_OFFSET,
                 &GetMinOffsetRequestHeader {
                     topic: mq.topic.clone(),
-                    queue_id: wire_queue_id(mq),
+                    queue_id: mq.wire_queue_id(),
                     broker_name: None,
                 },
             )
@@ -348,10 +348,6 @@ fn decode<H: CommandHeader>(addr: &str, resp: &RemotingCommand) -> Result<H, Con
         addr: addr.to_owned(),
         reason: format!("response header: {e}"),
     })
-}
-
-fn wire_queue_id(mq: &MessageQueue) -> i32 {
-    mq.wire_queue_id()
 }
 
 fn millis(d: Duration) -> u64 {

@@ -179,7 +179,7 @@ impl Inner {
             Err(_) => Err(ProducerError::TooManyRequests {
                 in_flight: limit.saturating_sub(permits.available_permits()),
                 limit,
-                waited_ms: millis(budget.start.elapsed()),
+                waited_ms: budget.elapsed_ms(),
             }),
         }
     }

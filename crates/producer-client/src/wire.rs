@@ -24,7 +24,7 @@ pub(crate) fn send_request(
         topic: prep.topic.clone(),
         default_topic: config.create_topic_key.clone(),
         default_topic_queue_nums: config.default_topic_queue_nums,
-        queue_id: i32::try_from(mq.queue_id).unwrap_or(i32::MAX),
+        queue_id: mq.wire_queue_id(),
         sys_flag: prep.sys_flag,
         born_timestamp: now_ms(),
         flag: prep.flag,

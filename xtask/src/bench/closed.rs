@@ -65,12 +65,8 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
     let table = closed_table(&rows);
     println!(
         "closed loop, 1 KiB messages, {secs} s per row after 1 s warm-up, {} build{}",
-        if options.quick { "debug" } else { "release" },
-        if options.settings.is_empty() {
-            String::new()
-        } else {
-            format!(", broker settings {}", options.settings.join(" "))
-        }
+        options.build(),
+        options.settings_note(",")
     );
     print!("{table}");
     let file = setup.out.join("closed.json");

@@ -80,6 +80,26 @@ struct Options {
     settings: Vec<String>,
 }
 
+impl Options {
+    /// `debug` or `release`: the build the experiment runs.
+    fn build(&self) -> &'static str {
+        if self.quick {
+            "debug"
+        } else {
+            "release"
+        }
+    }
+
+    /// `<sep> broker settings a=1 b=2`, or nothing without extra settings.
+    fn settings_note(&self, sep: &str) -> String {
+        if self.settings.is_empty() {
+            String::new()
+        } else {
+            format!("{sep} broker settings {}", self.settings.join(" "))
+        }
+    }
+}
+
 /// Parses `bench` arguments and runs the experiment.
 pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let Some((experiment, rest)) = args.split_first() else {

@@ -106,11 +106,7 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
     println!(
         "overload experiment: capacity measured closed loop, then {OVERLOAD_FACTOR}x offered open \
          loop for {overload_secs} s, 1 KiB messages, one fresh broker per setting{}",
-        if options.settings.is_empty() {
-            String::new()
-        } else {
-            format!("; broker settings {}", options.settings.join(" "))
-        }
+        options.settings_note(";")
     );
     crate::run(report)
 }

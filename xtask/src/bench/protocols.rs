@@ -133,12 +133,8 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
     println!(
         "protocols: closed loop, 1 KiB messages, ASYNC_FLUSH, one broker, {secs} s per row after \
          1 s warm-up, {} build{}",
-        if options.quick { "debug" } else { "release" },
-        if options.settings.is_empty() {
-            String::new()
-        } else {
-            format!(", broker settings {}", options.settings.join(" "))
-        }
+        options.build(),
+        options.settings_note(",")
     );
     print!("{}", protocols_table(&runs));
     let ratios = protocol_ratios(&runs);

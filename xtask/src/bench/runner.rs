@@ -50,7 +50,7 @@ impl Setup {
         }
         run(build)?;
         let target = target_dir(root);
-        let bins = target.join(if options.quick { "debug" } else { "release" });
+        let bins = target.join(options.build());
         let (broker, bench) = (bins.join("broker"), bins.join("sluice-bench"));
         for bin in [&broker, &bench] {
             if !bin.is_file() {
@@ -68,7 +68,7 @@ impl Setup {
         fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
         eprintln!(
             "bench: {} build, work dir {}, results in {}",
-            if options.quick { "debug" } else { "release" },
+            options.build(),
             work.display(),
             out.display()
         );
