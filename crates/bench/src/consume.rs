@@ -420,6 +420,7 @@ mod tests {
             store_timestamp_ms: stored,
             born_timestamp_ms: born,
             reconsume_times: 0,
+            commit_log_offset: 0,
         }
     }
 

@@ -74,6 +74,10 @@ pub struct BrokerSection {
     pub grpc_listen_port: u16,
     /// Create a topic on its first send. Default true.
     pub auto_create_topic_enable: bool,
+    /// Create a consumer group's settings (subscription group) with
+    /// RocketMQ's defaults the first time the group heartbeats, pulls or
+    /// sends a message back. Default true.
+    pub auto_create_subscription_group: bool,
     /// Queues of an auto-created topic (capped by the request's). Default 8; 1..=1024.
     pub default_topic_queue_nums: i32,
     /// Permission of the broker (6 = read and write). Default 6.
@@ -100,6 +104,9 @@ pub struct BrokerSection {
     pub trace_on: bool,
     /// Flush consumer offsets to disk this often (ms). Default 5000.
     pub flush_consumer_offset_interval: u64,
+    /// Write the delivery progress of delay levels (`delayOffset.json`)
+    /// this often (ms). Default 10000; 100..=600000.
+    pub flush_delay_offset_interval: u64,
     /// Hold a pull that finds nothing until messages arrive or its
     /// `suspendTimeoutMillis` passes. Default true.
     pub long_polling_enable: bool,
@@ -124,6 +131,7 @@ impl Default for BrokerSection {
             metrics_listen_port: 5557,
             grpc_listen_port: 8081,
             auto_create_topic_enable: true,
+            auto_create_subscription_group: true,
             default_topic_queue_nums: 8,
             broker_permission: 6,
             send_message_thread_pool_nums: cpus.min(4),
@@ -137,6 +145,7 @@ impl Default for BrokerSection {
             region_id: "DefaultRegion".into(),
             trace_on: true,
             flush_consumer_offset_interval: 5000,
+            flush_delay_offset_interval: 10_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,
             pull_hold_max_requests: 100_000,
@@ -326,6 +335,13 @@ impl BrokerConfig {
                 "registerNameServerPeriod",
                 b.register_name_server_period.to_string(),
                 "10000..=60000 (ms)".into(),
+            ));
+        }
+        if !(100..=600_000).contains(&b.flush_delay_offset_interval) {
+            return Err(invalid(
+                "flushDelayOffsetInterval",
+                b.flush_delay_offset_interval.to_string(),
+                "100..=600000 (ms)".into(),
             ));
         }
         if b.embedded_namesrv && b.listen_port != 0 && b.namesrv_listen_port == b.listen_port {

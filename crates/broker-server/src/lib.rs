@@ -26,7 +26,9 @@ pub mod pop;
 pub mod processor;
 pub mod registration;
 pub mod request;
+pub mod schedule;
 pub mod state;
+pub mod subscriptions;
 pub mod testing;
 pub mod topics;
 
@@ -215,13 +217,26 @@ impl Broker {
             offsets::OffsetManager::load(&config_dir).map_err(io_error("load consumer offsets"))?;
         let pop = pop::PopService::load(&config_dir, pop::PopLimits::default())
             .map_err(io_error("load POP state"))?;
+        let subscriptions = subscriptions::SubscriptionGroupManager::load(&config_dir)
+            .map_err(io_error("load subscription groups"))?;
+        // Validated with the store's configuration.
+        let delays = config.store.delay_levels_ms().unwrap_or_default();
+        topics
+            .ensure_schedule_topic(delays.len() as i32)
+            .map_err(io_error("create the schedule topic"))?;
+        let schedule = schedule::ScheduleService::load(&config_dir, delays)
+            .map_err(io_error("load delay offsets"))?;
 
         let state = Arc::new(BrokerState::new(
             config.clone(),
-            store,
-            topics,
-            offsets,
-            pop,
+            state::Loaded {
+                store,
+                topics,
+                offsets,
+                subscriptions,
+                pop,
+                schedule,
+            },
             store_host,
         ));
         let weak = Arc::downgrade(&state);
@@ -242,6 +257,7 @@ impl Broker {
             Arc::clone(&state),
             Arc::clone(&housekeeping_stop),
         )?);
+        threads.push(spawn_schedule_delivery(Arc::clone(&state))?);
 
         let shutdown = CancellationToken::new();
         let options = ServerOptions {
@@ -322,6 +338,7 @@ impl Broker {
         // are still open. Only then do the servers stop.
         let state = Arc::clone(&self.state);
         self.housekeeping_stop.store(true, Ordering::Release);
+        self.state.schedule.stop();
         let threads = self.threads;
         let joined = tokio::task::spawn_blocking(move || {
             for t in threads {
@@ -393,6 +410,18 @@ fn spawn_housekeeping(
             }
         })
         .map_err(io_error("start housekeeping thread"))
+}
+
+/// The `schedule-delivery` thread: delay-level messages into their real
+/// topics once due (see [`schedule`]).
+fn spawn_schedule_delivery(state: Arc<BrokerState>) -> Result<JoinHandle<()>, BrokerError> {
+    std::thread::Builder::new()
+        .name("schedule-delivery".into())
+        .spawn(move || {
+            let every = Duration::from_millis(state.config().broker.flush_delay_offset_interval);
+            state.schedule.run(&state.store, every);
+        })
+        .map_err(io_error("start schedule delivery thread"))
 }
 
 /// Replaces a leading `~` with `$HOME`.

@@ -65,6 +65,18 @@ impl OffsetManager {
         self.dirty.store(true, Ordering::Release);
     }
 
+    /// Forgets every offset of a group; returns how many topics it had.
+    pub fn remove_group(&self, group: &str) -> usize {
+        let suffix = format!("@{group}");
+        let before = self.table.len();
+        self.table.retain(|k, _| !k.ends_with(&suffix));
+        let removed = before - self.table.len();
+        if removed > 0 {
+            self.dirty.store(true, Ordering::Release);
+        }
+        removed
+    }
+
     /// Writes the table if it changed since the last write.
     ///
     /// # Errors
@@ -123,5 +135,13 @@ mod tests {
         assert_eq!(text, r#"{"offsetTable":{"T@G":{0:12,1:40}}}"#);
         let again = OffsetManager::load(dir.path()).unwrap();
         assert_eq!(again.query("G", "T", 1), Some(40));
+        again.commit("GG", "T", 0, 1);
+        assert_eq!(again.remove_group("G"), 1);
+        assert_eq!(again.query("G", "T", 1), None);
+        assert_eq!(
+            again.query("GG", "T", 0),
+            Some(1),
+            "a group whose name ends alike stays"
+        );
     }
 }

@@ -26,8 +26,28 @@ use crate::{
     offsets::OffsetManager,
     pop::PopService,
     request::{Family, Job, PerFamily},
+    schedule::ScheduleService,
+    subscriptions::SubscriptionGroupManager,
     topics::TopicManager,
 };
+
+/// What the broker loads from disk before it starts: the store and the
+/// tables kept beside it.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The message store.
+    pub store: MessageStore,
+    /// Topics.
+    pub topics: TopicManager,
+    /// Consumer offsets.
+    pub offsets: OffsetManager,
+    /// Subscription groups.
+    pub subscriptions: SubscriptionGroupManager,
+    /// POP state.
+    pub pop: PopService,
+    /// Delay-level delivery and its progress.
+    pub schedule: ScheduleService,
+}
 
 /// The broker's shared state.
 #[derive(Debug)]
@@ -40,6 +60,10 @@ pub struct BrokerState {
     pub topics: TopicManager,
     /// Consumer offsets.
     pub offsets: OffsetManager,
+    /// Subscription groups.
+    pub subscriptions: SubscriptionGroupManager,
+    /// Delay-level delivery.
+    pub schedule: ScheduleService,
     /// Clients.
     pub clients: ClientRegistry,
     /// Address in message ids.
@@ -70,14 +94,15 @@ pub struct BrokerState {
 
 impl BrokerState {
     /// Builds the state and its queues from a configuration.
-    pub fn new(
-        config: BrokerConfig,
-        store: MessageStore,
-        topics: TopicManager,
-        offsets: OffsetManager,
-        pop: PopService,
-        store_host: SocketAddr,
-    ) -> Self {
+    pub fn new(config: BrokerConfig, loaded: Loaded, store_host: SocketAddr) -> Self {
+        let Loaded {
+            store,
+            topics,
+            offsets,
+            subscriptions,
+            pop,
+            schedule,
+        } = loaded;
         let f = &config.flow;
         let b = &config.broker;
         let queues = PerFamily::new(|family| {
@@ -114,6 +139,8 @@ impl BrokerState {
             store,
             topics,
             offsets,
+            subscriptions,
+            schedule,
             clients: ClientRegistry::default(),
             store_host,
             queues,

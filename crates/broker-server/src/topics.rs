@@ -7,7 +7,7 @@ use std::{
 };
 
 use dashmap::DashMap;
-use message_model::flags::{PERM_INHERIT, PERM_READ, PERM_WRITE};
+use message_model::flags::{PERM_INHERIT, PERM_READ, PERM_WRITE, SCHEDULE_TOPIC};
 use remoting_protocol::{
     body::{self, DataVersion, TopicConfig, TopicConfigSerializeWrapper},
     AUTO_CREATE_TOPIC,
@@ -118,6 +118,57 @@ impl TopicManager {
         self.topics.insert(config.topic_name.clone(), config);
         self.bump_and_persist()?;
         Ok(true)
+    }
+
+    /// Creates `SCHEDULE_TOPIC_XXXX`, one queue per delay level, or gives
+    /// it more queues when there are more levels than it has.
+    ///
+    /// # Errors
+    /// The table cannot be written.
+    pub fn ensure_schedule_topic(&self, levels: i32) -> std::io::Result<()> {
+        let queues = self
+            .get(SCHEDULE_TOPIC)
+            .map_or(0, |t| t.read_queue_nums.max(t.write_queue_nums));
+        if queues >= levels {
+            return Ok(());
+        }
+        self.put(TopicConfig {
+            topic_name: SCHEDULE_TOPIC.to_owned(),
+            read_queue_nums: levels,
+            write_queue_nums: levels,
+            perm: PERM_READ | PERM_WRITE,
+            ..TopicConfig::default()
+        })
+        .map(|_| ())
+    }
+
+    /// Creates or updates a retry or dead-letter topic as a consumer's
+    /// send-back (or heartbeat) needs it: `queues` queues, read and write.
+    /// An existing topic is left as it is, except that a retry topic gets
+    /// more queues when the group asks for more. Returns the topic and
+    /// whether the table changed.
+    ///
+    /// # Errors
+    /// The table cannot be written.
+    pub fn ensure_group_topic(
+        &self,
+        topic: &str,
+        queues: i32,
+    ) -> std::io::Result<(TopicConfig, bool)> {
+        if let Some(existing) = self.get(topic) {
+            if existing.read_queue_nums >= queues && existing.write_queue_nums >= queues {
+                return Ok((existing, false));
+            }
+        }
+        let config = TopicConfig {
+            topic_name: topic.to_owned(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: PERM_READ | PERM_WRITE,
+            ..TopicConfig::default()
+        };
+        let changed = self.put(config.clone())?;
+        Ok((config, changed))
     }
 
     /// The topic for a send, creating it from the template topic when it is

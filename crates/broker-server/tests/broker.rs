@@ -239,12 +239,12 @@ async fn admin_requests_create_topics_and_report_runtime_info() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codes_without_a_processor_are_refused_on_arrival_without_being_queued() {
-    // One send slot, so that a send-back queued as a send (as it once was)
-    // would take it.
+    // One send slot, so that a transaction end queued as a send (as it
+    // once was) would take it.
     let b = TestBroker::start(&[("sendThreadPoolQueueCapacity", "1")]).await;
     let counters = &b.broker.state().counters;
     for code in [
-        RequestCode::CONSUMER_SEND_MSG_BACK,
+        RequestCode::END_TRANSACTION,
         RequestCode::LOCK_BATCH_MQ,
         RequestCode(4243),
     ] {

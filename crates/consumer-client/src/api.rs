@@ -13,9 +13,10 @@ use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     body::{self, HeartbeatData},
     header::{
-        GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
-        PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-        UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
+        ConsumerSendMsgBackRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
+        OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+        QueryConsumerOffsetRequestHeader, UnregisterClientRequestHeader,
+        UpdateConsumerOffsetRequestHeader,
     },
     CommandHeader, RemotingCommand, RequestCode, ResponseCode,
 };
@@ -287,6 +288,33 @@ impl Api {
                 reason: format!("consumer list body: {e}"),
             })?;
         Ok(list.consumer_id_list)
+    }
+
+    /// Hands a message the handler failed back to the broker that stored
+    /// it, to come back later through the group's retry topic (or go to its
+    /// dead-letter topic once `max_reconsume_times` is reached).
+    pub(crate) async fn send_back(
+        &self,
+        broker_name: &str,
+        group: &str,
+        msg: &crate::MessageExt,
+        max_reconsume_times: i32,
+    ) -> Result<(), ConsumerError> {
+        let addr = self.broker_addr(broker_name)?;
+        let req = RemotingCommand::request_with_header(
+            RequestCode::CONSUMER_SEND_MSG_BACK,
+            &ConsumerSendMsgBackRequestHeader {
+                offset: msg.commit_log_offset,
+                group: group.to_owned(),
+                delay_level: 0,
+                origin_msg_id: Some(msg.msg_id.clone()),
+                origin_topic: Some(msg.topic.clone()),
+                unit_mode: Some(false),
+                max_reconsume_times: Some(max_reconsume_times),
+                broker_name: None,
+            },
+        );
+        self.call(&addr, req, self.timeout).await.map(drop)
     }
 
     pub(crate) async fn unregister(

@@ -98,9 +98,12 @@ pub struct ConsumerConfig {
     pub heartbeat_broker_interval: Duration,
     /// Where a queue with no committed offset starts. Default last offset.
     pub consume_from_where: ConsumeFromWhere,
-    /// Wait before a batch the handler asked to retry is handed to it again.
-    /// Default 1000 ms. Sluice's: RocketMQ sends such a batch back to the
-    /// broker instead (see the crate docs).
+    /// Deliveries of a failed message before the broker moves it to the
+    /// group's dead-letter topic (`%DLQ%<group>`); -1 means 16. Default -1.
+    pub max_reconsume_times: i32,
+    /// Wait before a batch the handler asked to retry is handed to it again
+    /// in this process, when it could not be sent back to the broker.
+    /// Default 1000 ms.
     #[serde(with = "millis")]
     pub retry_backoff: Duration,
     /// Pause of a queue's pulling while its cache is over a threshold
@@ -138,6 +141,7 @@ impl Default for ConsumerConfig {
             membership_check_interval: Duration::from_secs(1),
             heartbeat_broker_interval: Duration::from_secs(30),
             consume_from_where: ConsumeFromWhere::LastOffset,
+            max_reconsume_times: -1,
             retry_backoff: Duration::from_secs(1),
             pull_time_delay_when_flow_control: Duration::from_millis(50),
             pull_time_delay_when_exception: Duration::from_secs(3),
@@ -164,6 +168,15 @@ impl ConsumerConfig {
         self.subscription
             .insert(topic.to_owned(), expression.trim().to_owned());
         self
+    }
+
+    /// Deliveries of a failed message before its dead-letter topic (-1 is 16).
+    pub fn effective_max_reconsume_times(&self) -> i32 {
+        if self.max_reconsume_times < 0 {
+            16
+        } else {
+            self.max_reconsume_times
+        }
     }
 
     /// The cached body bytes per queue above which pulling pauses.
@@ -223,6 +236,13 @@ impl ConsumerConfig {
             if value == 0 {
                 return invalid(key, value.to_string(), "at least 1");
             }
+        }
+        if !(-1..=16_384).contains(&self.max_reconsume_times) {
+            return invalid(
+                "maxReconsumeTimes",
+                self.max_reconsume_times.to_string(),
+                "-1 (16) or 0..=16384",
+            );
         }
         if self.consumer_timeout_when_suspend <= self.broker_suspend_max_time {
             return invalid(

@@ -37,6 +37,8 @@ pub struct MessageExt {
     pub born_timestamp_ms: i64,
     /// Redeliveries through a retry topic so far.
     pub reconsume_times: i32,
+    /// Where the broker stored it in its CommitLog (what a send-back names).
+    pub commit_log_offset: i64,
 }
 
 /// Splits a pull response body into messages, each parsed by the record
@@ -89,6 +91,7 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
             store_timestamp_ms: msg.store_timestamp,
             born_timestamp_ms: msg.born_timestamp,
             reconsume_times: msg.reconsume_times,
+            commit_log_offset: msg.physical_offset,
         });
         if msg.total_size == 0 {
             return Err(bad("zero-length record"));

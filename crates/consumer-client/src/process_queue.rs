@@ -99,6 +99,7 @@ mod tests {
             store_timestamp_ms: 0,
             born_timestamp_ms: 0,
             reconsume_times: 0,
+            commit_log_offset: 0,
         }
     }
 

@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use message_model::tag_hash;
+use message_model::{flags::retry_topic, tag_hash};
 use remoting_net::CancellationToken;
 use remoting_protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
 use tokio::{sync::Semaphore, task::JoinHandle};
@@ -41,6 +41,8 @@ pub struct PushConsumer {
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) config: ConsumerConfig,
+    /// `%RETRY%<group>`, subscribed with `*` besides the configured topics.
+    pub(crate) retry_topic: String,
     pub(crate) api: Api,
     pub(crate) client_id: String,
     owned: Mutex<HashMap<MessageQueue, Owned>>,
@@ -75,7 +77,7 @@ impl PushConsumer {
     /// subscription. A topic without a route is not an error: it is looked
     /// up again at every rebalance.
     pub async fn start<H: MessageHandler>(
-        config: ConsumerConfig,
+        mut config: ConsumerConfig,
         handler: H,
     ) -> Result<Self, ConsumerError> {
         config.validate()?;
@@ -94,7 +96,15 @@ impl PushConsumer {
             )
         });
         let ip = local_ip(config.namesrv_addr.first().map_or("", String::as_str));
+        // Failed messages come back through the group's retry topic, which
+        // every member subscribes to, as RocketMQ's clients do.
+        let retry_topic = retry_topic(&config.consumer_group);
+        config
+            .subscription
+            .entry(retry_topic.clone())
+            .or_insert_with(|| "*".to_owned());
         let inner = Arc::new(Inner {
+            retry_topic,
             api: Api::new(config.namesrv_addr.clone(), config.mq_client_api_timeout),
             client_id: format!("{ip}@{instance}"),
             owned: Mutex::default(),
@@ -216,6 +226,22 @@ impl Inner {
         *e = (*e).max(offset);
     }
 
+    /// Sends a failed message back to the broker of its queue.
+    pub(crate) async fn send_back(
+        &self,
+        mq: &MessageQueue,
+        msg: &crate::MessageExt,
+    ) -> Result<(), ConsumerError> {
+        self.api
+            .send_back(
+                &mq.broker_name,
+                &self.config.consumer_group,
+                msg,
+                self.config.effective_max_reconsume_times(),
+            )
+            .await
+    }
+
     pub(crate) fn consumed_offset(&self, mq: &MessageQueue) -> Option<u64> {
         lock(&self.offsets).get(mq).copied()
     }
@@ -282,7 +308,14 @@ impl Inner {
     }
 
     async fn heartbeat_all(&self) {
-        let topics: Vec<String> = self.config.subscription.keys().cloned().collect();
+        // The retry topic is made by the broker on this very heartbeat.
+        let topics: Vec<String> = self
+            .config
+            .subscription
+            .keys()
+            .filter(|t| **t != self.retry_topic)
+            .cloned()
+            .collect();
         if self.api.broker_addrs().is_empty() {
             for t in &topics {
                 if let Err(e) = self.api.topic_queues(t).await {

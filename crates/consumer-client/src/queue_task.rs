@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use message_model::properties::keys;
 use remoting_net::CancellationToken;
 
 use crate::{
@@ -78,8 +79,12 @@ pub(crate) async fn run<H: MessageHandler>(
                 PullStatus::Found => {
                     offset = r.next_begin_offset;
                     Counters::add(&inner.counters.pulled, r.messages.len());
-                    pq.put(&r.messages);
-                    dispatch(&inner, &handler, &mq, &pq, r.messages);
+                    let mut messages = r.messages;
+                    if mq.topic == inner.retry_topic {
+                        restore_topics(&mut messages);
+                    }
+                    pq.put(&messages);
+                    dispatch(&inner, &handler, &mq, &pq, messages);
                 }
                 PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => offset = r.next_begin_offset,
                 PullStatus::OffsetIllegal => {
@@ -138,13 +143,16 @@ fn dispatch<H: MessageHandler>(
     }
 }
 
-/// Calls the handler until it accepts the batch, then commits what is safe.
+/// Calls the handler; a batch it fails is sent back to the broker (to come
+/// back later through the group's retry topic), and what cannot be sent
+/// back is handed to the handler again here after `retryBackoff`. Commits
+/// what is safe.
 async fn consume<H: MessageHandler>(
     inner: Arc<Inner>,
     handler: Arc<H>,
     mq: MessageQueue,
     pq: Arc<ProcessQueue>,
-    batch: Vec<MessageExt>,
+    mut batch: Vec<MessageExt>,
 ) {
     loop {
         let Ok(permit) = inner.pool.acquire().await else {
@@ -157,21 +165,53 @@ async fn consume<H: MessageHandler>(
         }
         let status = handler.consume(&batch).await;
         drop(permit);
-        match status {
+        let done: Vec<u64> = match status {
             ConsumeStatus::Success => {
                 Counters::add(&inner.counters.consumed, batch.len());
-                if let Some(commit) = pq.remove(batch.iter().map(|m| m.queue_offset)) {
-                    inner.commit_if_owned(&mq, &pq, commit);
-                }
-                return;
+                let done = batch.iter().map(|m| m.queue_offset).collect();
+                batch.clear();
+                done
             }
             ConsumeStatus::RetryLater => {
                 Counters::add(&inner.counters.retried, batch.len());
-                tokio::select! {
-                    () = inner.stop.cancelled() => return,
-                    () = tokio::time::sleep(inner.config.retry_backoff) => {}
+                let mut sent = Vec::new();
+                let mut kept = Vec::new();
+                for mut m in batch {
+                    match inner.send_back(&mq, &m).await {
+                        Ok(()) => sent.push(m.queue_offset),
+                        Err(e) => {
+                            tracing::warn!(queue = %mq, offset = m.queue_offset, cause = %e, "cannot send a failed message back; retrying it here");
+                            m.reconsume_times += 1;
+                            kept.push(m);
+                        }
+                    }
                 }
+                Counters::add(&inner.counters.sent_back, sent.len());
+                batch = kept;
+                sent
             }
+        };
+        if !done.is_empty() {
+            if let Some(commit) = pq.remove(done) {
+                inner.commit_if_owned(&mq, &pq, commit);
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        tokio::select! {
+            () = inner.stop.cancelled() => return,
+            () = tokio::time::sleep(inner.config.retry_backoff) => {}
+        }
+    }
+}
+
+/// Messages pulled from the group's retry topic are handed over under the
+/// topic they were first sent to (`RETRY_TOPIC`), as RocketMQ's clients do.
+fn restore_topics(messages: &mut [MessageExt]) {
+    for m in messages {
+        if let Some(topic) = m.properties.get(keys::RETRY_TOPIC) {
+            m.topic.clone_from(topic);
         }
     }
 }

@@ -9,8 +9,11 @@ pub struct ConsumerStats {
     pub pulled: u64,
     /// Messages the handler accepted.
     pub consumed: u64,
-    /// Messages handed back for a retry (each retry counts).
+    /// Messages the handler failed (each failure counts).
     pub retried: u64,
+    /// Failed messages sent back to the broker, to come back later through
+    /// the group's retry topic (or go to its dead-letter topic).
+    pub sent_back: u64,
     /// Times a queue's pulling paused because its cache was over a threshold.
     pub flow_control_pauses: u64,
     /// Pulls that failed.
@@ -24,6 +27,7 @@ pub(crate) struct Counters {
     pub pulled: AtomicU64,
     pub consumed: AtomicU64,
     pub retried: AtomicU64,
+    pub sent_back: AtomicU64,
     pub flow_control_pauses: AtomicU64,
     pub pull_errors: AtomicU64,
     pub rebalances: AtomicU64,
@@ -40,6 +44,7 @@ impl Counters {
             pulled: get(&self.pulled),
             consumed: get(&self.consumed),
             retried: get(&self.retried),
+            sent_back: get(&self.sent_back),
             flow_control_pauses: get(&self.flow_control_pauses),
             pull_errors: get(&self.pull_errors),
             rebalances: get(&self.rebalances),

@@ -55,6 +55,22 @@ pub const PERM_INHERIT: i32 = 1;
 pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 /// Prefix of per-group dead-letter topics.
 pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+/// The system topic that holds delay-level messages until they are due,
+/// one queue per level (queue id = level - 1).
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// Number of queues of a dead-letter topic.
+pub const DLQ_QUEUE_NUMS: i32 = 1;
+
+/// The retry topic of a consumer group: `%RETRY%<group>`.
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// The dead-letter topic of a consumer group: `%DLQ%<group>`.
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
+}
+
 /// The id of a master broker within its broker name.
 pub const MASTER_ID: i64 = 0;
 

@@ -72,6 +72,8 @@ pub mod keys {
     pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
     /// Timer delivery instant in epoch milliseconds.
     pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// Timer message: delay in milliseconds from the store time.
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
     /// Number of messages in an inner batch.
     pub const INNER_NUM: &str = "INNER_NUM";
     /// Base queue offset of an inner batch.

@@ -94,6 +94,10 @@ pub struct StoreConfig {
     /// background for all but the first), so that appends do not pay for
     /// page allocation and zeroing. Default false.
     pub warm_maped_file_enable: bool,
+    /// The delay of each delay level, level 1 first: numbers with a unit
+    /// (`s`, `m`, `h`, `d`) separated by spaces. Default RocketMQ's 18
+    /// levels, `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`.
+    pub message_delay_level: String,
     /// Fault injection: sleep this long (ms) inside the put lock on every
     /// append. For tests and demonstrations only. Default 0 (off).
     pub fault_put_lock_delay_mills: u64,
@@ -128,13 +132,55 @@ impl Default for StoreConfig {
             os_page_cache_busy_time_out_mills: 1000,
             check_crc_on_recover: true,
             warm_maped_file_enable: false,
+            message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
             fault_put_lock_delay_mills: 0,
             fault_flush_delay_mills: 0,
         }
     }
 }
 
+/// RocketMQ's delay levels.
+pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
+    "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+
 impl StoreConfig {
+    /// The delay of each level in ms, level 1 first.
+    ///
+    /// # Errors
+    /// `messageDelayLevel` is empty or an entry is not a number followed
+    /// by `s`, `m`, `h` or `d`.
+    pub fn delay_levels_ms(&self) -> Result<Vec<u64>, ConfigError> {
+        let bad = |why: String| ConfigError {
+            key: "messageDelayLevel",
+            value: format!("{:?}", self.message_delay_level),
+            allowed: why,
+        };
+        let levels = self
+            .message_delay_level
+            .split_whitespace()
+            .map(|entry| {
+                let (number, unit) =
+                    entry.split_at(entry.len() - entry.chars().last().map_or(0, char::len_utf8));
+                let scale = match unit {
+                    "s" => 1_000,
+                    "m" => 60_000,
+                    "h" => 3_600_000,
+                    "d" => 86_400_000,
+                    _ => return Err(bad(format!("{entry:?} does not end in s, m, h or d"))),
+                };
+                number
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(scale))
+                    .ok_or_else(|| bad(format!("{entry:?} is not a whole number of its unit")))
+            })
+            .collect::<Result<Vec<u64>, ConfigError>>()?;
+        if levels.is_empty() || levels.len() > 64 {
+            return Err(bad("1 to 64 delays such as \"1s 5s 10s 1m 2h\"".into()));
+        }
+        Ok(levels)
+    }
+
     /// A configuration rooted at `dir` with every other value at its default.
     pub fn with_root(dir: impl Into<PathBuf>) -> Self {
         Self {
@@ -208,6 +254,7 @@ impl StoreConfig {
             1,
             10_000_000,
         )?;
+        self.delay_levels_ms()?;
         range(
             "faultPutLockDelayMills",
             self.fault_put_lock_delay_mills,
@@ -262,6 +309,33 @@ mod tests {
         let err =
             serde_json::from_str::<StoreConfig>(r#"{"flushDiskTyp":"SYNC_FLUSH"}"#).unwrap_err();
         assert!(err.to_string().contains("flushDiskTyp"), "{err}");
+    }
+
+    #[test]
+    fn delay_levels_parse_as_rocketmq_parses_them() {
+        let c = StoreConfig::default();
+        let levels = c.delay_levels_ms().unwrap();
+        assert_eq!(levels.len(), 18);
+        assert_eq!(
+            (levels[0], levels[2], levels[17]),
+            (1_000, 10_000, 7_200_000)
+        );
+        let c = StoreConfig {
+            message_delay_level: "1s 2d".into(),
+            ..StoreConfig::default()
+        };
+        assert_eq!(c.delay_levels_ms().unwrap(), [1_000, 172_800_000]);
+        for bad in ["", "1s 5x", "s", "1.5s"] {
+            let c = StoreConfig {
+                message_delay_level: bad.into(),
+                ..StoreConfig::default()
+            };
+            assert_eq!(
+                c.validate().unwrap_err().key,
+                "messageDelayLevel",
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::{
 };
 
 use message_model::{
-    flags::{transaction_type, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE},
+    flags::{
+        transaction_type, SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+    },
     properties::{self, keys},
     record::{self, Record, StoredMessage},
 };
@@ -105,7 +107,11 @@ impl Inner {
         let entry = CqEntry {
             commit_log_offset: m.physical_offset,
             size: m.total_size as i32,
-            tags_code: tags_code(m.properties),
+            tags_code: if m.topic == SCHEDULE_TOPIC {
+                deliver_timestamp(m, &self.delay_levels_ms)
+            } else {
+                tags_code(m.properties)
+            },
         };
         let cq = queues.get(m.topic, m.queue_id, || {
             self.queue_or_create(m.topic, m.queue_id)
@@ -166,9 +172,57 @@ fn tags_code(properties: &str) -> i64 {
     properties::find(properties, keys::TAGS).map_or(0, message_model::tag_hash)
 }
 
+/// When a delay-level message is due (ms since the epoch): its store time
+/// plus its level's delay, the level clamped to the highest one; a missing
+/// or unknown level waits one second. A schedule queue's tags code holds
+/// this instead of a tag hash.
+fn deliver_timestamp(m: &StoredMessage<'_>, delays_ms: &[u64]) -> i64 {
+    let level = properties::find(m.properties, keys::DELAY_TIME_LEVEL)
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(0)
+        .min(delays_ms.len() as i64);
+    let delay = usize::try_from(level - 1)
+        .ok()
+        .and_then(|i| delays_ms.get(i))
+        .copied()
+        .unwrap_or(1_000);
+    m.store_timestamp.saturating_add(delay as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schedule_entry_is_due_at_store_time_plus_its_levels_delay() {
+        let delays = [1_000, 5_000, 10_000];
+        let at = |props: &str| {
+            let m = StoredMessage {
+                total_size: 0,
+                magic: 0,
+                body_crc: 0,
+                queue_id: 0,
+                flag: 0,
+                queue_offset: 0,
+                physical_offset: 0,
+                sys_flag: 0,
+                born_timestamp: 0,
+                born_host: "127.0.0.1:1".parse().unwrap(),
+                store_timestamp: 100_000,
+                store_host: "127.0.0.1:2".parse().unwrap(),
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: b"",
+                topic: SCHEDULE_TOPIC,
+                properties: props,
+            };
+            deliver_timestamp(&m, &delays)
+        };
+        assert_eq!(at("DELAY\u{1}2\u{2}"), 105_000);
+        assert_eq!(at("DELAY\u{1}9\u{2}"), 110_000, "clamped to the last level");
+        assert_eq!(at(""), 101_000);
+        assert_eq!(at("DELAY\u{1}x\u{2}"), 101_000);
+    }
 
     #[test]
     fn the_tags_code_is_the_hash_of_the_last_tags_property() {

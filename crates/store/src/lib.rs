@@ -43,7 +43,7 @@ mod state;
 mod store;
 
 pub use commit_log::AppendResult;
-pub use config::{ConfigError, FlushDiskType, StoreConfig};
+pub use config::{ConfigError, FlushDiskType, StoreConfig, DEFAULT_MESSAGE_DELAY_LEVEL};
 pub use consume_queue::CqEntry;
 pub use dispatch::ArrivalListener;
 pub use error::{PutError, StoreError};

@@ -32,6 +32,8 @@ pub(crate) type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) config: StoreConfig,
+    /// `messageDelayLevel` in ms, level 1 first.
+    pub(crate) delay_levels_ms: Vec<u64>,
     pub(crate) commit_log: CommitLog,
     pub(crate) queues: RwLock<QueueMap>,
     pub(crate) checkpoint: Checkpoint,
@@ -89,6 +91,8 @@ impl Inner {
         let commit_log = CommitLog::new(files, &options, queue_offsets);
         let end = commit_log.files().max_offset();
         Self {
+            // Validated when the store was opened.
+            delay_levels_ms: config.delay_levels_ms().unwrap_or_default(),
             reput_from: AtomicU64::new(recovered.reput_from.min(end)),
             commit_log,
             queues: RwLock::new(queues),

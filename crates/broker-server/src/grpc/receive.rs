@@ -29,15 +29,20 @@ use message_model::{
     MessageId,
 };
 use remoting_net::CancellationToken;
+use remoting_protocol::{
+    header::ConsumerSendMsgBackRequestHeader, RemotingCommand, RequestCode, ResponseCode,
+};
 use tokio::sync::mpsc;
 use tonic::metadata::MetadataMap;
 
 use crate::{
+    executor,
     grpc::{
         message::{user_properties, BORN_HOST_TEXT},
         status::{combined, ok, status},
     },
     pop::{PopError, PopRequest, PoppedMessage, TagFilter},
+    request::Reply,
     state::BrokerState,
 };
 
@@ -445,32 +450,98 @@ pub fn change_invisible(
     }
 }
 
-/// Gives up on a delivery the client could not consume: the broker has no
-/// dead-letter topic yet, so the delivery is acknowledged (not delivered
-/// again) and logged as a warning with its group, topic and message id.
-pub fn forward_to_dead_letter(
-    state: &BrokerState,
+/// Gives up on a delivery the client could not consume: a copy goes to
+/// the group's dead-letter topic `%DLQ%<group>` (through the same
+/// `CONSUMER_SEND_MSG_BACK` path as a remoting consumer's, with level -1),
+/// and the delivery is acknowledged once the copy is stored.
+pub async fn forward_to_dead_letter(
+    state: &Arc<BrokerState>,
+    peer: std::net::SocketAddr,
     req: &ForwardMessageToDeadLetterQueueRequest,
 ) -> ForwardMessageToDeadLetterQueueResponse {
+    let answer = |st: Status| ForwardMessageToDeadLetterQueueResponse { status: Some(st) };
     let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
     let topic = req.topic.as_ref().map(|t| t.name.as_str()).unwrap_or("");
+    let (queue_id, queue_offset) = match state.pop.locate(group, topic, &req.receipt_handle) {
+        Ok(at) => at,
+        Err(e) => return answer(status(Code::InvalidReceiptHandle, e.to_string())),
+    };
+    let entry = {
+        let state = Arc::clone(state);
+        let topic = topic.to_owned();
+        tokio::task::spawn_blocking(move || state.store.queue_entry(&topic, queue_id, queue_offset))
+            .await
+            .ok()
+            .flatten()
+    };
+    let Some(entry) = entry else {
+        return answer(status(
+            Code::MessageNotFound,
+            format!(
+                "message {} is no longer in {topic} queue {queue_id}",
+                req.message_id
+            ),
+        ));
+    };
+    let header = ConsumerSendMsgBackRequestHeader {
+        offset: entry.commit_log_offset,
+        group: group.to_owned(),
+        delay_level: -1,
+        origin_msg_id: Some(req.message_id.clone()),
+        origin_topic: Some(topic.to_owned()),
+        max_reconsume_times: Some(0),
+        ..ConsumerSendMsgBackRequestHeader::default()
+    };
+    let command =
+        RemotingCommand::request_with_header(RequestCode::CONSUMER_SEND_MSG_BACK, &header);
+    let (reply, answered) = Reply::channel(peer);
+    executor::admit(state, reply, command);
+    let response = match answered.await {
+        Ok(r) => r,
+        Err(_) => {
+            return answer(status(
+                Code::InternalServerError,
+                "the broker dropped the dead-letter copy without an answer",
+            ))
+        }
+    };
+    match response.response_code() {
+        ResponseCode::SUCCESS => {}
+        ResponseCode::SYSTEM_BUSY => {
+            return answer(status(
+                Code::TooManyRequests,
+                response.remark.unwrap_or_default(),
+            ))
+        }
+        code => {
+            return answer(status(
+                Code::InternalServerError,
+                format!(
+                    "the dead-letter copy was not stored: {code:?} {}",
+                    response.remark.unwrap_or_default()
+                ),
+            ))
+        }
+    }
     let st = match state
         .pop
         .ack(group, topic, &req.receipt_handle, message_model::now_ms())
     {
         Ok(()) => {
-            tracing::warn!(
+            tracing::info!(
                 group,
                 topic,
                 message_id = %req.message_id,
                 attempts = req.delivery_attempt,
-                "message given up after its delivery attempts: acknowledged without a dead-letter copy"
+                "message forwarded to the dead-letter topic"
             );
             ok()
         }
+        // The copy is stored; the delivery was acknowledged or moved
+        // meanwhile (it may be delivered again: at least once).
         Err(e) => status(Code::InvalidReceiptHandle, e.to_string()),
     };
-    ForwardMessageToDeadLetterQueueResponse { status: Some(st) }
+    answer(st)
 }
 
 #[cfg(test)]

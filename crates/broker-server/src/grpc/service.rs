@@ -415,7 +415,7 @@ impl MessagingService for GrpcService {
                 status: Some(client_id_required()),
             }
         } else {
-            receive::forward_to_dead_letter(&self.state, request.get_ref())
+            receive::forward_to_dead_letter(&self.state, peer(&request), request.get_ref()).await
         };
         let code = code_of(body.status.as_ref());
         answer("ForwardMessageToDeadLetterQueue", started, code, body)

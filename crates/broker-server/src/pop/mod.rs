@@ -369,6 +369,22 @@ impl PopService {
         Ok(())
     }
 
+    /// The queue id and queue offset of the delivery a handle names, if the
+    /// handle is still its newest; nothing changes.
+    ///
+    /// # Errors
+    /// [`PopError::InvalidReceiptHandle`] as for [`PopService::ack`].
+    pub fn locate(
+        &self,
+        group: &str,
+        topic: &str,
+        receipt_handle: &str,
+    ) -> Result<(i32, i64), PopError> {
+        let (cell, h) = self.find(group, topic, receipt_handle)?;
+        current(&lock(&cell), group, &h)?;
+        Ok((h.queue_id, h.offset))
+    }
+
     /// Makes a delivered message invisible for `invisible` from `now_ms`
     /// and returns its new handle; the old one is no longer valid. The
     /// delivery attempt stays the same.

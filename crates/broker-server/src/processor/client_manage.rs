@@ -9,13 +9,17 @@ use remoting_protocol::{
     RemotingCommand, ResponseCode,
 };
 
+use message_model::flags::retry_topic;
+
 use crate::{processor::bad_header, request::Job, state::BrokerState};
 
 /// Records the client and its groups.
 pub(crate) fn heartbeat(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
     let req = &job.request;
     let response = match body::from_json::<HeartbeatData>(&req.body) {
-        Ok(data) => {
+        Ok(mut data) => {
+            data.consumer_data_set
+                .retain(|consumer| prepare_group(state, &consumer.group_name));
             let conn_id = job.reply.connection_id().unwrap_or(0);
             state.clients.heartbeat(&data, conn_id, Instant::now());
             req.response_to(ResponseCode::SUCCESS, None)
@@ -26,6 +30,36 @@ pub(crate) fn heartbeat(state: &BrokerState, job: &Job) -> Option<RemotingComman
         ),
     };
     Some(response)
+}
+
+/// Makes sure a heartbeating consumer group has its settings (created when
+/// `autoCreateSubscriptionGroup` allows) and its retry topic. Returns
+/// false for a group that does not exist and may not be created: its
+/// clients are not registered for it, as RocketMQ does.
+fn prepare_group(state: &BrokerState, group: &str) -> bool {
+    let auto = state.config().broker.auto_create_subscription_group;
+    let config = match state.subscriptions.find_or_create(group, auto) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            tracing::debug!(group, "heartbeat for an unknown subscription group ignored");
+            return false;
+        }
+        Err(e) => {
+            tracing::error!(group, cause = %e, "cannot save subscription groups");
+            return true;
+        }
+    };
+    if config.retry_queue_nums > 0 {
+        match state
+            .topics
+            .ensure_group_topic(&retry_topic(group), config.retry_queue_nums)
+        {
+            Ok((_, true)) => state.topics_changed.notify_one(),
+            Ok((_, false)) => {}
+            Err(e) => tracing::error!(group, cause = %e, "cannot create the retry topic"),
+        }
+    }
+    true
 }
 
 /// Forgets a client or some of its groups.

@@ -10,7 +10,9 @@
 mod admin;
 mod client_manage;
 mod consumer_offset;
+mod groups;
 mod pull_message;
+mod send_back;
 mod send_message;
 
 use std::sync::LazyLock;
@@ -93,6 +95,7 @@ pub static TABLE: &[Route] = {
         job(C::SEND_MESSAGE, Send, send_message::send),
         job(C::SEND_MESSAGE_V2, Send, send_message::send),
         job(C::SEND_BATCH_MESSAGE, Send, send_message::send),
+        job(C::CONSUMER_SEND_MSG_BACK, Send, send_back::send_back),
         job(C::PULL_MESSAGE, Pull, pull_message::pull),
         job(C::LITE_PULL_MESSAGE, Pull, pull_message::pull),
         now(
@@ -137,6 +140,13 @@ pub static TABLE: &[Route] = {
         admin(C::GET_BROKER_CONFIG, admin::get_config),
         admin(C::UPDATE_BROKER_CONFIG, admin::update_config),
         admin(C::GET_BROKER_RUNTIME_INFO, admin::runtime_info),
+        admin(
+            C::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            groups::update_and_create,
+        ),
+        admin(C::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups::get_all),
+        admin(C::DELETE_SUBSCRIPTIONGROUP, groups::delete),
+        admin(C::GET_ALL_DELAY_OFFSET, groups::delay_offsets),
     ]
 };
 
@@ -186,6 +196,27 @@ pub fn not_supported(req: &RemotingCommand) -> RemotingCommand {
     )
 }
 
+/// Why a request is refused: the code and remark of its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub code: ResponseCode,
+    pub remark: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(code: ResponseCode, remark: impl Into<String>) -> Self {
+        Self {
+            code,
+            remark: remark.into(),
+        }
+    }
+
+    /// The answer to `req`.
+    pub(crate) fn answer(self, req: &RemotingCommand) -> RemotingCommand {
+        req.response_to(self.code, Some(self.remark))
+    }
+}
+
 /// The response to a request whose header could not be read.
 pub(crate) fn bad_header(req: &RemotingCommand, e: &HeaderError) -> RemotingCommand {
     req.response_to(
@@ -232,10 +263,7 @@ mod tests {
     fn codes_without_a_processor_have_no_route() {
         // Queued as sends before the table existed, then refused by the
         // worker; now refused on arrival.
-        for code in [
-            RequestCode::CONSUMER_SEND_MSG_BACK,
-            RequestCode::LOCK_BATCH_MQ,
-        ] {
+        for code in [RequestCode::END_TRANSACTION, RequestCode::LOCK_BATCH_MQ] {
             assert!(route(code).is_none(), "{code:?}");
         }
     }

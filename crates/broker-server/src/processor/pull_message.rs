@@ -85,6 +85,37 @@ fn read(
             )),
         );
     }
+    match state.subscriptions.consume_enabled(
+        &header.consumer_group,
+        cfg.broker.auto_create_subscription_group,
+    ) {
+        Ok(Some(true)) => {}
+        Ok(Some(false)) => {
+            return req.response_to(
+                ResponseCode::NO_PERMISSION,
+                Some(format!(
+                    "subscription group no permission, {}",
+                    header.consumer_group
+                )),
+            )
+        }
+        Ok(None) => {
+            return req.response_to(
+                ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
+                Some(format!(
+                    "subscription group [{}] does not exist: create it first \
+                     (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) or set autoCreateSubscriptionGroup=true",
+                    header.consumer_group
+                )),
+            )
+        }
+        Err(e) => {
+            return req.response_to(
+                ResponseCode::SYSTEM_ERROR,
+                Some(format!("cannot save subscription groups: {e}")),
+            )
+        }
+    }
     let Some(topic) = state.topics.get(&header.topic) else {
         return req.response_to(
             ResponseCode::TOPIC_NOT_EXIST,

@@ -8,21 +8,29 @@
 //! with) is the append alone, the part that holds the queue up.
 
 use message_model::{
-    flags::is_writeable,
-    properties::{find, keys},
+    flags::{dlq_topic, is_writeable, DLQ_QUEUE_NUMS, RETRY_GROUP_TOPIC_PREFIX},
+    properties::{find, keys, Properties},
     MessageId, UniqueIdGenerator,
 };
 use remoting_protocol::{
-    body,
+    body::{self, SubscriptionGroupConfig},
     header::{SendMessageRequestHeader, SendMessageResponseHeader},
     RemotingCommand, ResponseCode,
 };
 use store::{AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
 
 use crate::{
-    config::BrokerConfig, processor::bad_header, request::Job, state::BrokerState,
+    config::BrokerConfig,
+    processor::{bad_header, Refusal},
+    request::Job,
+    schedule::{delay_request, to_schedule, DelayRequest},
+    state::BrokerState,
     topics::validate_topic_name,
 };
+
+/// `MQVersion.Version.V3_4_9`: requests of this version and later may
+/// carry `maxReconsumeTimes`.
+const VERSION_3_4_9: i32 = 121;
 
 /// Appends the message(s) and answers with where they landed: the response
 /// now, or `None` when the store's flush thread sends it once the append is
@@ -87,12 +95,21 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
     if let Err(why) = validate_topic_name(&header.topic) {
         return Appended::Refused(req.response_to(ResponseCode::MESSAGE_ILLEGAL, Some(why)));
     }
-    let topic = match state.topics.get_or_create_for_send(
-        &header.topic,
-        &header.default_topic,
-        header.default_topic_queue_nums,
-        cfg.broker.auto_create_topic_enable,
-    ) {
+    let is_retry = header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX);
+    let found = state
+        .topics
+        .get_or_create_for_send(
+            &header.topic,
+            &header.default_topic,
+            header.default_topic_queue_nums,
+            cfg.broker.auto_create_topic_enable,
+        )
+        .and_then(|found| match found {
+            // A retry topic is made even when topics are not auto-created.
+            None if is_retry => state.topics.ensure_group_topic(&header.topic, 1).map(Some),
+            found => Ok(found),
+        });
+    let topic = match found {
         Ok(Some((topic, created))) => {
             if created {
                 state.topics_changed.notify_one();
@@ -153,8 +170,27 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
             )),
         ));
     }
+    if is_retry && header.is_batch() {
+        return Appended::Refused(req.response_to(
+            ResponseCode::MESSAGE_ILLEGAL,
+            Some(format!(
+                "batch request does not support retry group {}",
+                header.topic
+            )),
+        ));
+    }
+    let (topic_name, queue_id, to_dlq) = if is_retry {
+        match retry_or_dlq(state, req, &header) {
+            Ok(Some(dlq)) => (dlq, 0, true),
+            Ok(None) => (header.topic.clone(), queue_id, false),
+            Err(refused) => return Appended::Refused(refused.answer(req)),
+        }
+    } else {
+        (header.topic.clone(), queue_id, false)
+    };
+    let max_level = state.schedule.max_level();
     let base = |body: bytes::Bytes, flag: i32, properties: String| MessageToStore {
-        topic: header.topic.clone(),
+        topic: topic_name.clone(),
         queue_id,
         flag,
         sys_flag: header.sys_flag,
@@ -181,6 +217,15 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
                 )
             }
         };
+        let delayed = std::iter::once(header.properties.as_deref().unwrap_or(""))
+            .chain(entries.iter().map(|e| e.properties.as_str()))
+            .any(|p| delay_request(p, header.sys_flag, max_level) != DelayRequest::None);
+        if delayed {
+            return Appended::Refused(req.response_to(
+                ResponseCode::MESSAGE_ILLEGAL,
+                Some("a batch cannot be delayed: send delayed messages one at a time".into()),
+            ));
+        }
         let mut uniq = Vec::with_capacity(entries.len());
         let msgs: Vec<MessageToStore> = entries
             .into_iter()
@@ -198,12 +243,13 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
             &cfg.broker.broker_cluster_name,
             state,
         );
-        (
-            state
-                .store
-                .append_message(&base(req.body.clone(), header.flag, props)),
-            key,
-        )
+        let mut msg = base(req.body.clone(), header.flag, props);
+        if to_dlq {
+            clear_delay(&mut msg);
+        } else if let Err(refused) = apply_delay(&mut msg, max_level) {
+            return Appended::Refused(refused.answer(req));
+        }
+        (state.store.append_message(&msg), key)
     };
     state
         .metrics
@@ -231,6 +277,118 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
             }
             Appended::Refused(put_error_response(req, &e, cfg.store.max_message_size))
         }
+    }
+}
+
+/// For a send to a retry topic: the dead-letter topic when the message was
+/// redelivered more often than its group allows (`Some`, created if
+/// needed), `None` to store it where it was sent.
+fn retry_or_dlq(
+    state: &BrokerState,
+    req: &RemotingCommand,
+    header: &SendMessageRequestHeader,
+) -> Result<Option<String>, Refusal> {
+    let group_name = &header.topic[RETRY_GROUP_TOPIC_PREFIX.len()..];
+    let group = find_group(state, group_name)?;
+    let max = max_reconsume_times(req.version, header.max_reconsume_times, &group);
+    let reconsume_times = header.reconsume_times.unwrap_or(0);
+    if reconsume_times <= max {
+        return Ok(None);
+    }
+    let dlq = dlq_topic(group_name);
+    ensure_topic(state, &dlq, DLQ_QUEUE_NUMS)?;
+    tracing::info!(
+        group = group_name,
+        reconsume_times,
+        max,
+        "message sent to the dead-letter topic"
+    );
+    Ok(Some(dlq))
+}
+
+/// A consumer group's settings, created when allowed; the refusal when it
+/// does not exist.
+pub(super) fn find_group(
+    state: &BrokerState,
+    group: &str,
+) -> Result<SubscriptionGroupConfig, Refusal> {
+    let auto = state.config().broker.auto_create_subscription_group;
+    match state.subscriptions.find_or_create(group, auto) {
+        Ok(Some(g)) => Ok(g),
+        Ok(None) => Err(Refusal::new(
+            ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!(
+                "subscription group not exist, {group}: create it first \
+                 (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) or set autoCreateSubscriptionGroup=true"
+            ),
+        )),
+        Err(e) => Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            format!("cannot save subscription groups: {e}"),
+        )),
+    }
+}
+
+/// Redeliveries allowed before the dead-letter topic: the request's, from
+/// clients of 3.4.9 or later that send one, else the group's.
+pub(super) fn max_reconsume_times(
+    version: i32,
+    requested: Option<i32>,
+    group: &SubscriptionGroupConfig,
+) -> i32 {
+    match requested {
+        Some(max) if version >= VERSION_3_4_9 => max,
+        _ => group.retry_max_times,
+    }
+}
+
+/// Makes sure a retry or dead-letter topic exists with `queues` queues and
+/// may be written.
+pub(super) fn ensure_topic(state: &BrokerState, topic: &str, queues: i32) -> Result<(), Refusal> {
+    match state.topics.ensure_group_topic(topic, queues) {
+        Ok((config, changed)) => {
+            if changed {
+                state.topics_changed.notify_one();
+            }
+            if !is_writeable(config.perm) {
+                return Err(Refusal::new(
+                    ResponseCode::NO_PERMISSION,
+                    format!("the topic[{topic}] sending message is forbidden"),
+                ));
+            }
+            Ok(())
+        }
+        Err(e) => Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            format!("topic[{topic}] not exist: cannot save topic config: {e}"),
+        )),
+    }
+}
+
+/// Moves a message with a `DELAY` level into the schedule topic; refuses a
+/// level that is not a number.
+pub(super) fn apply_delay(msg: &mut MessageToStore, max_level: i32) -> Result<(), Refusal> {
+    match delay_request(&msg.properties, msg.sys_flag, max_level) {
+        DelayRequest::None => Ok(()),
+        DelayRequest::Level(level) => {
+            to_schedule(msg, level);
+            Ok(())
+        }
+        DelayRequest::Invalid(text) => Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            format!(
+                "the DELAY property {text:?} is not a delay level: 1..={max_level}, or 0 for none"
+            ),
+        )),
+    }
+}
+
+/// Sets `DELAY` to 0: a message bound for the dead-letter topic goes there now.
+pub(super) fn clear_delay(msg: &mut MessageToStore) {
+    let mut props = Properties::decode(&msg.properties);
+    if props.get(keys::DELAY_TIME_LEVEL).is_some() {
+        let _ = props.insert(keys::DELAY_TIME_LEVEL, "0");
+        msg.properties = props.encode();
     }
 }
 
@@ -345,7 +503,7 @@ pub(crate) fn put_error_response(
 }
 
 /// A cheap, non-cryptographic random number.
-fn rand_index() -> u64 {
+pub(super) fn rand_index() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(message_model::now_ms() as u64);

@@ -17,26 +17,34 @@ pub struct TestBroker {
     pub addr: String,
     pub namesrv: String,
     pub client: RemotingClient,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl TestBroker {
     /// Starts a broker with `key=value` overrides.
     pub async fn start(overrides: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let broker = testing::start_broker(dir.path(), overrides).await.unwrap();
+        let mut b = Self::start_in(dir.path(), overrides).await;
+        b._dir = Some(dir);
+        b
+    }
+
+    /// Starts a broker storing under `dir`, which the caller keeps (to
+    /// start another broker on the same files later).
+    pub async fn start_in(dir: &std::path::Path, overrides: &[(&str, &str)]) -> Self {
+        let broker = testing::start_broker(dir, overrides).await.unwrap();
         Self {
             addr: testing::loopback(broker.remoting_addr()),
             namesrv: testing::loopback(broker.namesrv_addr().unwrap()),
             broker,
             client: RemotingClient::new(ClientOptions::default()),
-            _dir: dir,
+            _dir: None,
         }
     }
 
     /// The broker, the client, the broker's address and the directory that
     /// must outlive the broker.
-    pub fn into_parts(self) -> (Broker, RemotingClient, String, tempfile::TempDir) {
+    pub fn into_parts(self) -> (Broker, RemotingClient, String, Option<tempfile::TempDir>) {
         (self.broker, self.client, self.addr, self._dir)
     }
 

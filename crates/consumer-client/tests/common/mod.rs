@@ -31,12 +31,18 @@ pub struct TestBroker {
 impl TestBroker {
     /// Starts a broker storing under `dir`.
     pub async fn start(dir: &Path) -> Self {
+        Self::start_with(dir, &[]).await
+    }
+
+    /// Starts a broker storing under `dir`, with `key=value` overrides.
+    pub async fn start_with(dir: &Path, extra: &[(&str, &str)]) -> Self {
         let files = (64 * 1024 * 1024).to_string();
         let queue_files = (100_000 * 20).to_string();
-        let overrides = [
+        let mut overrides = vec![
             ("mappedFileSizeCommitLog", files.as_str()),
             ("mappedFileSizeConsumeQueue", queue_files.as_str()),
         ];
+        overrides.extend_from_slice(extra);
         let broker = testing::start_broker(dir, &overrides).await.unwrap();
         Self {
             addr: testing::loopback(broker.remoting_addr()),

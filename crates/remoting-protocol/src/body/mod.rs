@@ -17,6 +17,7 @@ mod config_text;
 mod heartbeat;
 pub mod lenient;
 mod route;
+mod subscription;
 
 pub use batch::{decode_batch, encode_batch, BatchEntry};
 pub use config_text::{decode_config_text, encode_config_text};
@@ -27,6 +28,9 @@ pub use heartbeat::{
 pub use route::{
     BrokerData, ClusterInfo, DataVersion, KvTable, QueueData, RegisterBrokerBody, TopicConfig,
     TopicConfigSerializeWrapper, TopicRouteData,
+};
+pub use subscription::{
+    GroupRetryPolicy, SubscriptionGroupConfig, SubscriptionGroupWrapper, GROUP_RETRY_POLICY_TYPES,
 };
 
 /// Why a body could not be read.

@@ -26,7 +26,10 @@ mod pull;
 mod send;
 
 pub use admin::{CreateTopicRequestHeader, GetBrokerConfigResponseHeader, TopicFilterType};
-pub use client::{HeartbeatRequestHeader, UnregisterClientRequestHeader};
+pub use client::{
+    ConsumerSendMsgBackRequestHeader, DeleteSubscriptionGroupRequestHeader, HeartbeatRequestHeader,
+    UnregisterClientRequestHeader,
+};
 pub use namesrv::{
     GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
