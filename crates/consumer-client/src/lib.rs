@@ -45,18 +45,22 @@
 //!   is being retried;
 //! - a message with a lower offset is slow or retried: messages above it
 //!   stay uncommitted until it succeeds, and are handled again after a crash;
-//! - the handler returns [`ConsumeStatus::RetryLater`]: the whole batch is
-//!   handed over again after `retryBackoff`.
+//! - the handler returns [`ConsumeStatus::RetryLater`]: the batch comes
+//!   back later through the group's retry topic (see below).
 //!
 //! Handlers must therefore be idempotent (dedupe on [`MessageExt::msg_id`],
 //! the producer's `UNIQ_KEY`).
 //!
-//! Retries stay in this process: RocketMQ sends a failed message back to the
-//! broker (`CONSUMER_SEND_MSG_BACK`) into the group's `%RETRY%` topic with a
-//! growing delay and, after 16 attempts, into `%DLQ%`. Here the batch stays
-//! in the queue's cache and is retried after `retryBackoff`, without limit;
-//! it also holds the queue's commit offset back (and, once the cache fills,
-//! the queue's pulling), which RocketMQ's send-back avoids.
+//! A failed batch is sent back to the broker, message by message
+//! (`CONSUMER_SEND_MSG_BACK`): the broker stores a copy in the group's
+//! `%RETRY%<group>` topic, delayed by delay level `3 + reconsumeTimes`
+//! (10 s, 30 s, 1 min, ... with the default levels), and after
+//! `maxReconsumeTimes` (16) deliveries in its `%DLQ%<group>` topic instead.
+//! The original then counts as consumed, so one bad message never holds
+//! its queue's offset back. Every member subscribes to the retry topic with
+//! `*`, and a retried message is handed over under its first topic with its
+//! [`MessageExt::reconsume_times`] raised. Only a message the broker would
+//! not take back is retried in this process, after `retryBackoff`.
 //!
 //! # Invariants worth naming
 //! - A released queue's offset is committed once, after its pull task

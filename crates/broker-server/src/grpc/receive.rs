@@ -1,6 +1,7 @@
 //! ReceiveMessage, AckMessage, ChangeInvisibleDuration and
 //! ForwardMessageToDeadLetterQueue on top of the POP engine
-//! ([`crate::pop`]).
+//! ([`crate::pop`]); a forward stores a copy in the group's dead-letter
+//! topic through `CONSUMER_SEND_MSG_BACK`, then acknowledges.
 //!
 //! A receive pops from every readable queue of the topic on this broker
 //! (the request's queue id is ignored, as the official clients expect) and
