@@ -1,11 +1,14 @@
 //! The broker's configuration: its own section plus the store's and flow
 //! control's, all flat, keyed by RocketMQ's `broker.conf` names.
 //!
-//! Layers, later ones winning: built-in defaults, a TOML file of top-level
-//! keys, `SLUICE_`-prefixed environment variables (`SLUICE_LISTEN_PORT` or
-//! `SLUICE_listenPort` both set `listenPort`), then `key=value` overrides from
-//! the command line. Unknown keys are refused by name; a bad value is refused
-//! with its key, the value and what is allowed.
+//! Layers, later ones winning: built-in defaults, a file (TOML of top-level
+//! keys, or RocketMQ's own `broker.conf`), `SLUICE_`-prefixed environment
+//! variables (`SLUICE_LISTEN_PORT` or `SLUICE_listenPort` both set
+//! `listenPort`), then `key=value` overrides from the command line. A
+//! RocketMQ setting Sluice does not implement is accepted with a warning
+//! that names it; any other unknown key is refused by name, with the
+//! nearest known key suggested; a bad value is refused with its key, the
+//! value and what is allowed.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -21,6 +24,8 @@ use flow_control::FlowControlConfig;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use store::StoreConfig;
 use thiserror::Error;
+
+use crate::broker_conf;
 
 /// Why a configuration was refused.
 #[derive(Debug, Error)]
@@ -165,7 +170,8 @@ pub struct BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// Loads the layers: defaults, `file` (TOML), the `SLUICE_` variables
+    /// Loads the layers: defaults, `file` (TOML when its name ends in
+    /// `.toml`, else a RocketMQ `broker.conf`: Java properties), the `SLUICE_` variables
     /// among `env`, then `overrides` (`key=value`).
     ///
     /// # Errors
@@ -203,6 +209,7 @@ impl BrokerConfig {
         .collect();
         let defaults = defaults.to_map()?;
         let mut figment = Figment::from(Serialized::defaults(&defaults));
+        let mut unknown = Vec::new();
         if let Some(path) = file {
             if !path.exists() {
                 return Err(ConfigError::Parse(format!(
@@ -210,10 +217,28 @@ impl BrokerConfig {
                     path.display()
                 )));
             }
-            figment = figment.merge(Toml::file(path));
+            if path.extension().is_some_and(|e| e == "toml") {
+                figment = figment.merge(Toml::file(path));
+            } else {
+                // RocketMQ's broker.conf: Java properties.
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError::Parse(format!("cannot read {}: {e}", path.display()))
+                })?;
+                let pairs = broker_conf::parse_properties(&text)
+                    .map_err(|e| ConfigError::Parse(format!("{}: {e}", path.display())))?;
+                let mut from_file: BTreeMap<String, Value> = BTreeMap::new();
+                for (key, value) in pairs {
+                    match canonical_key(&known, &key) {
+                        Some(k) => {
+                            from_file.insert(k, parse_value(&value));
+                        }
+                        None => unknown.push(key),
+                    }
+                }
+                figment = figment.merge(Serialized::defaults(&from_file));
+            }
         }
         let mut layered: BTreeMap<String, Value> = BTreeMap::new();
-        let mut unknown = Vec::new();
         for (name, value) in env {
             if let Some(key) = name.strip_prefix("SLUICE_") {
                 match canonical_key(&known, key) {
@@ -237,10 +262,24 @@ impl BrokerConfig {
             .extract()
             .map_err(|e| ConfigError::Parse(e.to_string()))?;
         unknown.extend(merged.keys().filter(|k| !known.contains(*k)).cloned());
-        if !unknown.is_empty() {
-            unknown.sort();
-            unknown.dedup();
-            return Err(ConfigError::UnknownKeys { keys: unknown });
+        unknown.sort();
+        unknown.dedup();
+        let mut refused = Vec::new();
+        for key in unknown {
+            let bare = key.strip_prefix("SLUICE_").unwrap_or(&key);
+            match broker_conf::classify(bare, &known) {
+                broker_conf::Unknown::RocketMq => tracing::warn!(
+                    key = bare,
+                    "RocketMQ setting that Sluice does not implement: accepted, has no effect"
+                ),
+                broker_conf::Unknown::Typo(Some(near)) => {
+                    refused.push(format!("{key} (did you mean `{near}`?)"));
+                }
+                broker_conf::Unknown::Typo(None) => refused.push(key),
+            }
+        }
+        if !refused.is_empty() {
+            return Err(ConfigError::UnknownKeys { keys: refused });
         }
         let config = Self {
             broker: section(&merged)?,
@@ -468,6 +507,59 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_rocketmq_broker_conf_loads_with_its_unimplemented_keys_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.conf");
+        std::fs::write(
+            &path,
+            "brokerClusterName = DefaultCluster\nbrokerName = broker-b\nbrokerId = 0\n\
+             deleteWhen = 04\nfileReservedTime = 48\nbrokerRole = ASYNC_MASTER\n\
+             flushDiskType = SYNC_FLUSH\naclEnable = false\nlistenPort = 10921\n",
+        )
+        .unwrap();
+        let c = BrokerConfig::load(Some(&path), std::iter::empty(), &[]).unwrap();
+        assert_eq!(c.broker.broker_name, "broker-b");
+        assert_eq!(c.broker.listen_port, 10921);
+        assert_eq!(c.store.flush_disk_type, store::FlushDiskType::SyncFlush);
+    }
+
+    #[test]
+    fn a_key_of_neither_broker_is_refused_with_the_nearest_suggested() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.conf");
+        std::fs::write(&path, "flushDiskTyp = SYNC_FLUSH\nbrokerRoel = SLAVE\n").unwrap();
+        let err = BrokerConfig::load(Some(&path), std::iter::empty(), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("flushDiskTyp (did you mean `flushDiskType`?)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("brokerRoel (did you mean `brokerRole`?)"),
+            "{err}"
+        );
+        let err = BrokerConfig::load(
+            None,
+            std::iter::empty(),
+            &set(&[("sendThreadPoolQueueCapasity", "1")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("did you mean `sendThreadPoolQueueCapacity`?"),
+            "{err}"
+        );
+        // A RocketMQ key on the command line is accepted too.
+        BrokerConfig::load(
+            None,
+            std::iter::empty(),
+            &set(&[("brokerRole", "ASYNC_MASTER")]),
+        )
+        .unwrap();
     }
 
     #[test]
