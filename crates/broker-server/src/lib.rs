@@ -25,6 +25,7 @@ pub mod offsets;
 mod persist;
 pub mod pop;
 pub mod processor;
+pub mod rebalance_lock;
 pub mod registration;
 pub mod request;
 pub mod schedule;

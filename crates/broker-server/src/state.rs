@@ -25,6 +25,7 @@ use crate::{
     metrics::BrokerMetrics,
     offsets::OffsetManager,
     pop::PopService,
+    rebalance_lock::RebalanceLocks,
     request::{Family, Job, PerFamily},
     schedule::ScheduleService,
     subscriptions::SubscriptionGroupManager,
@@ -64,6 +65,8 @@ pub struct BrokerState {
     pub subscriptions: SubscriptionGroupManager,
     /// Delay-level delivery.
     pub schedule: ScheduleService,
+    /// Orderly consumers' queue locks.
+    pub locks: RebalanceLocks,
     /// Clients.
     pub clients: ClientRegistry,
     /// Address in message ids.
@@ -141,6 +144,7 @@ impl BrokerState {
             offsets,
             subscriptions,
             schedule,
+            locks: RebalanceLocks::default(),
             clients: ClientRegistry::default(),
             store_host,
             queues,

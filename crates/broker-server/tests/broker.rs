@@ -245,7 +245,7 @@ async fn codes_without_a_processor_are_refused_on_arrival_without_being_queued()
     let counters = &b.broker.state().counters;
     for code in [
         RequestCode::END_TRANSACTION,
-        RequestCode::LOCK_BATCH_MQ,
+        RequestCode::CHECK_TRANSACTION_STATE,
         RequestCode(4243),
     ] {
         let before = counters.snapshot();

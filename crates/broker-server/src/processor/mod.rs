@@ -11,6 +11,7 @@ mod admin;
 mod client_manage;
 mod consumer_offset;
 mod groups;
+mod orderly;
 mod pull_message;
 mod send_back;
 mod send_message;
@@ -136,6 +137,8 @@ pub static TABLE: &[Route] = {
             consumer_offset::search_by_time,
         ),
         now(C::VIEW_MESSAGE_BY_ID, Family::Admin, admin::view_message),
+        now(C::LOCK_BATCH_MQ, Family::Admin, orderly::lock_batch),
+        now(C::UNLOCK_BATCH_MQ, Family::Admin, orderly::unlock_batch),
         admin(C::UPDATE_AND_CREATE_TOPIC, admin::create_topic),
         admin(C::GET_BROKER_CONFIG, admin::get_config),
         admin(C::UPDATE_BROKER_CONFIG, admin::update_config),
@@ -263,7 +266,10 @@ mod tests {
     fn codes_without_a_processor_have_no_route() {
         // Queued as sends before the table existed, then refused by the
         // worker; now refused on arrival.
-        for code in [RequestCode::END_TRANSACTION, RequestCode::LOCK_BATCH_MQ] {
+        for code in [
+            RequestCode::END_TRANSACTION,
+            RequestCode::CHECK_TRANSACTION_STATE,
+        ] {
             assert!(route(code).is_none(), "{code:?}");
         }
     }

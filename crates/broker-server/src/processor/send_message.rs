@@ -281,8 +281,8 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
 }
 
 /// For a send to a retry topic: the dead-letter topic when the message was
-/// redelivered more often than its group allows (`Some`, created if
-/// needed), `None` to store it where it was sent.
+/// redelivered more often than its group allows or the group consumes in
+/// order (`Some`, created if needed), `None` to store it where it was sent.
 fn retry_or_dlq(
     state: &BrokerState,
     req: &RemotingCommand,
@@ -292,7 +292,12 @@ fn retry_or_dlq(
     let group = find_group(state, group_name)?;
     let max = max_reconsume_times(req.version, header.max_reconsume_times, &group);
     let reconsume_times = header.reconsume_times.unwrap_or(0);
-    if reconsume_times <= max {
+    // A group that holds queue locks consumes in order: its client already
+    // retried locally, so the message goes to the dead-letter topic now.
+    let orderly = !state
+        .locks
+        .is_lock_all_expired(group_name, std::time::Instant::now());
+    if reconsume_times <= max && !orderly {
         return Ok(None);
     }
     let dlq = dlq_topic(group_name);

@@ -16,6 +16,7 @@ mod batch;
 mod config_text;
 mod heartbeat;
 pub mod lenient;
+mod lock;
 mod route;
 mod subscription;
 
@@ -25,6 +26,7 @@ pub use heartbeat::{
     CheckClientRequestBody, ConsumerData, HeartbeatData, ProducerData, SubscriptionData,
     CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
 };
+pub use lock::{LockBatchRequestBody, LockBatchResponseBody, MessageQueueBody};
 pub use route::{
     BrokerData, ClusterInfo, DataVersion, KvTable, QueueData, RegisterBrokerBody, TopicConfig,
     TopicConfigSerializeWrapper, TopicRouteData,
