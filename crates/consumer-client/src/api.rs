@@ -11,7 +11,7 @@ use client_core::{route, CallError, Deadline, NameServers};
 use message_model::flags::{PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
-    body::{self, HeartbeatData},
+    body::{self, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody, MessageQueueBody},
     header::{
         ConsumerSendMsgBackRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
         OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
@@ -291,13 +291,15 @@ impl Api {
     }
 
     /// Hands a message the handler failed back to the broker that stored
-    /// it, to come back later through the group's retry topic (or go to its
-    /// dead-letter topic once `max_reconsume_times` is reached).
+    /// it, to come back later through the group's retry topic (delay level
+    /// 0: the broker's choice) or go to its dead-letter topic (level -1, or
+    /// once `max_reconsume_times` is reached).
     pub(crate) async fn send_back(
         &self,
         broker_name: &str,
         group: &str,
         msg: &crate::MessageExt,
+        delay_level: i32,
         max_reconsume_times: i32,
     ) -> Result<(), ConsumerError> {
         let addr = self.broker_addr(broker_name)?;
@@ -306,7 +308,7 @@ impl Api {
             &ConsumerSendMsgBackRequestHeader {
                 offset: msg.commit_log_offset,
                 group: group.to_owned(),
-                delay_level: 0,
+                delay_level,
                 origin_msg_id: Some(msg.msg_id.clone()),
                 origin_topic: Some(msg.topic.clone()),
                 unit_mode: Some(false),
@@ -314,6 +316,51 @@ impl Api {
                 broker_name: None,
             },
         );
+        self.call(&addr, req, self.timeout).await.map(drop)
+    }
+
+    /// Asks the broker of `broker_name` to lock `queues` (all of that
+    /// broker) for this client; returns the queues it holds now.
+    pub(crate) async fn lock_batch(
+        &self,
+        broker_name: &str,
+        group: &str,
+        client_id: &str,
+        queues: &[MessageQueue],
+    ) -> Result<Vec<MessageQueue>, ConsumerError> {
+        let addr = self.broker_addr(broker_name)?;
+        let req = RemotingCommand::request(RequestCode::LOCK_BATCH_MQ)
+            .with_body(body::to_json(&lock_body(group, client_id, queues)));
+        let resp = self.call(&addr, req, self.timeout).await?;
+        let granted: LockBatchResponseBody =
+            body::from_json(&resp.body).map_err(|e| ConsumerError::Protocol {
+                addr: addr.clone(),
+                reason: format!("lock batch body: {e}"),
+            })?;
+        Ok(granted
+            .lock_ok_mq_set
+            .into_iter()
+            .filter_map(|q| {
+                Some(MessageQueue::new(
+                    q.topic,
+                    q.broker_name,
+                    u32::try_from(q.queue_id).ok()?,
+                ))
+            })
+            .collect())
+    }
+
+    /// Gives the locks of `queues` (all of one broker) back.
+    pub(crate) async fn unlock_batch(
+        &self,
+        broker_name: &str,
+        group: &str,
+        client_id: &str,
+        queues: &[MessageQueue],
+    ) -> Result<(), ConsumerError> {
+        let addr = self.broker_addr(broker_name)?;
+        let req = RemotingCommand::request(RequestCode::UNLOCK_BATCH_MQ)
+            .with_body(body::to_json(&lock_body(group, client_id, queues)));
         self.call(&addr, req, self.timeout).await.map(drop)
     }
 
@@ -364,6 +411,22 @@ impl Api {
         } else {
             Err(broker_error(addr, &resp))
         }
+    }
+}
+
+fn lock_body(group: &str, client_id: &str, queues: &[MessageQueue]) -> LockBatchRequestBody {
+    LockBatchRequestBody {
+        consumer_group: group.to_owned(),
+        client_id: client_id.to_owned(),
+        only_this_broker: false,
+        mq_set: queues
+            .iter()
+            .map(|q| MessageQueueBody {
+                topic: q.topic.clone(),
+                broker_name: q.broker_name.clone(),
+                queue_id: q.wire_queue_id(),
+            })
+            .collect(),
     }
 }
 

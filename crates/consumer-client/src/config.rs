@@ -99,8 +99,24 @@ pub struct ConsumerConfig {
     /// Where a queue with no committed offset starts. Default last offset.
     pub consume_from_where: ConsumeFromWhere,
     /// Deliveries of a failed message before the broker moves it to the
-    /// group's dead-letter topic (`%DLQ%<group>`); -1 means 16. Default -1.
+    /// group's dead-letter topic (`%DLQ%<group>`); -1 means 16, or no limit
+    /// when consuming in order. Default -1.
     pub max_reconsume_times: i32,
+    /// Consume in order: each queue is locked on its broker and handed to
+    /// one handler call at a time, in offset order; a failed batch is
+    /// retried on the spot after `suspendCurrentQueueTimeMillis`. Sluice's
+    /// key: RocketMQ's Java client chooses this by the listener's type.
+    /// Default false.
+    pub consume_orderly: bool,
+    /// Pause of an orderly queue after its handler failed
+    /// (`suspendCurrentQueueTimeMillis`). Default 1000 ms.
+    #[serde(rename = "suspendCurrentQueueTimeMillis", with = "millis")]
+    pub suspend_current_queue_time: Duration,
+    /// How often an orderly consumer renews its queue locks (RocketMQ's
+    /// `rocketmq.client.rebalance.lockInterval`). Default 20000 ms; the
+    /// broker drops a lock not renewed for 60 s.
+    #[serde(with = "millis")]
+    pub rebalance_lock_interval: Duration,
     /// Wait before a batch the handler asked to retry is handed to it again
     /// in this process, when it could not be sent back to the broker.
     /// Default 1000 ms.
@@ -142,6 +158,9 @@ impl Default for ConsumerConfig {
             heartbeat_broker_interval: Duration::from_secs(30),
             consume_from_where: ConsumeFromWhere::LastOffset,
             max_reconsume_times: -1,
+            consume_orderly: false,
+            suspend_current_queue_time: Duration::from_secs(1),
+            rebalance_lock_interval: Duration::from_secs(20),
             retry_backoff: Duration::from_secs(1),
             pull_time_delay_when_flow_control: Duration::from_millis(50),
             pull_time_delay_when_exception: Duration::from_secs(3),
@@ -170,12 +189,13 @@ impl ConsumerConfig {
         self
     }
 
-    /// Deliveries of a failed message before its dead-letter topic (-1 is 16).
+    /// Deliveries of a failed message before its dead-letter topic: -1 is
+    /// 16, or no limit when consuming in order.
     pub fn effective_max_reconsume_times(&self) -> i32 {
-        if self.max_reconsume_times < 0 {
-            16
-        } else {
-            self.max_reconsume_times
+        match self.max_reconsume_times {
+            -1 if self.consume_orderly => i32::MAX,
+            -1 => 16,
+            n => n,
         }
     }
 
@@ -244,6 +264,13 @@ impl ConsumerConfig {
                 "-1 (16) or 0..=16384",
             );
         }
+        if self.rebalance_lock_interval >= Duration::from_secs(30) {
+            return invalid(
+                "rebalanceLockInterval",
+                self.rebalance_lock_interval.as_millis().to_string(),
+                "less than 30000 ms (a lock is held for 30 s on the client, 60 s on the broker)",
+            );
+        }
         if self.consumer_timeout_when_suspend <= self.broker_suspend_max_time {
             return invalid(
                 "consumerTimeoutMillisWhenSuspend",
@@ -260,6 +287,7 @@ impl ConsumerConfig {
             ("rebalanceInterval", self.rebalance_interval),
             ("membershipCheckInterval", self.membership_check_interval),
             ("heartbeatBrokerInterval", self.heartbeat_broker_interval),
+            ("rebalanceLockInterval", self.rebalance_lock_interval),
         ] {
             if d.is_zero() {
                 return invalid(key, "0".to_owned(), "more than 0 ms");

@@ -76,6 +76,7 @@ mod config;
 mod error;
 mod handler;
 mod message;
+mod orderly;
 mod process_queue;
 mod pull;
 mod push;

@@ -20,6 +20,7 @@ use crate::{
     allocate::allocate_averagely,
     api::Api,
     handler::MessageHandler,
+    orderly::{self, OrderlyQueue},
     process_queue::ProcessQueue,
     queue_task,
     stats::{ConsumerStats, Counters},
@@ -50,6 +51,9 @@ pub(crate) struct Inner {
     routes: Mutex<HashMap<String, Vec<MessageQueue>>>,
     /// Consumed (committable) offsets of owned queues.
     offsets: Mutex<HashMap<MessageQueue, u64>>,
+    /// Held while offsets are sent, so that a periodic persist never sends
+    /// a released queue's offset after the release committed it.
+    offset_sends: tokio::sync::Mutex<()>,
     pub(crate) counters: Counters,
     pub(crate) pool: Arc<Semaphore>,
     pub(crate) stop: CancellationToken,
@@ -62,7 +66,15 @@ struct Owned {
     pq: Arc<ProcessQueue>,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    /// Orderly consumption: the queue's lock and messages, and its consume
+    /// task.
+    orderly: Option<(Arc<OrderlyQueue>, JoinHandle<()>)>,
 }
+
+/// How long a released orderly queue waits for its running handler before
+/// it is unlocked anyway is bounded; past this the broker's lock expiry
+/// (60 s) frees it (RocketMQ's `UNLOCK_DELAY_TIME_MILLS`).
+const UNLOCK_WAIT: Duration = Duration::from_secs(20);
 
 static INSTANCE: AtomicU64 = AtomicU64::new(0);
 
@@ -110,6 +122,7 @@ impl PushConsumer {
             owned: Mutex::default(),
             routes: Mutex::default(),
             offsets: Mutex::default(),
+            offset_sends: tokio::sync::Mutex::new(()),
             counters: Counters::default(),
             pool: Arc::new(Semaphore::new(config.consume_thread_max)),
             stop: CancellationToken::new(),
@@ -119,7 +132,7 @@ impl PushConsumer {
         let handler = Arc::new(handler);
         inner.heartbeat_all().await;
         inner.rebalance(&handler, true).await;
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(rebalance_loop(Arc::clone(&inner), handler)),
             tokio::spawn(every(
                 Arc::clone(&inner),
@@ -129,9 +142,18 @@ impl PushConsumer {
             tokio::spawn(every(
                 Arc::clone(&inner),
                 inner.config.persist_consumer_offset_interval,
-                |i| async move { i.persist_offsets(false).await },
+                // An orderly queue's next owner reads this offset once the
+                // lock moves: wait for each answer, so none lands late.
+                |i| async move { i.persist_offsets(i.config.consume_orderly).await },
             )),
         ];
+        if inner.config.consume_orderly {
+            tasks.push(tokio::spawn(every(
+                Arc::clone(&inner),
+                inner.config.rebalance_lock_interval,
+                |i| async move { i.lock_all().await },
+            )));
+        }
         tracing::info!(group = %inner.config.consumer_group, client = %inner.client_id, "push consumer started");
         Ok(Self {
             inner,
@@ -183,12 +205,23 @@ impl PushConsumer {
         if drained.is_err() {
             tracing::warn!(group = %inner.config.consumer_group, "handlers still running at shutdown; their messages will be redelivered");
         }
-        for (_, o) in owned {
+        let mut locked = Vec::new();
+        for (mq, o) in owned {
+            if let Some((_, consume)) = o.orderly {
+                // Its last handler call records its offset first; a queue
+                // whose handler is still running stays locked until the
+                // broker expires the lock.
+                let limit = inner.config.await_termination_when_shutdown;
+                if tokio::time::timeout(limit, consume).await.is_ok() {
+                    locked.push(mq);
+                }
+            }
             o.pq.drop_queue();
             let _ = o.task.await;
         }
         inner.persist_offsets(true).await;
         lock(&inner.offsets).clear();
+        inner.unlock(&locked).await;
         for addr in inner.api.broker_addrs() {
             if let Err(e) = inner
                 .api
@@ -226,7 +259,8 @@ impl Inner {
         *e = (*e).max(offset);
     }
 
-    /// Sends a failed message back to the broker of its queue.
+    /// Sends a failed message back to the broker of its queue, to come
+    /// back later through the retry topic.
     pub(crate) async fn send_back(
         &self,
         mq: &MessageQueue,
@@ -237,6 +271,26 @@ impl Inner {
                 &mq.broker_name,
                 &self.config.consumer_group,
                 msg,
+                0,
+                self.config.effective_max_reconsume_times(),
+            )
+            .await
+    }
+
+    /// Sends a message that failed too often straight to the dead-letter
+    /// topic.
+    pub(crate) async fn give_up(
+        &self,
+        mq: &MessageQueue,
+        msg: &crate::MessageExt,
+    ) -> Result<(), ConsumerError> {
+        tracing::warn!(queue = %mq, offset = msg.queue_offset, reconsume_times = msg.reconsume_times, "message failed too often; sent to the dead-letter topic");
+        self.api
+            .send_back(
+                &mq.broker_name,
+                &self.config.consumer_group,
+                msg,
+                -1,
                 self.config.effective_max_reconsume_times(),
             )
             .await
@@ -248,6 +302,7 @@ impl Inner {
 
     /// Sends every consumed offset: oneway, or waiting for each answer.
     async fn persist_offsets(&self, wait: bool) {
+        let _sending = self.offset_sends.lock().await;
         let offsets: Vec<(MessageQueue, u64)> = lock(&self.offsets)
             .iter()
             .map(|(q, o)| (q.clone(), *o))
@@ -387,8 +442,9 @@ impl Inner {
         Ok(())
     }
 
-    /// Drops the topic's queues not in `mine` (committing their offsets) and
-    /// starts pulling the new ones.
+    /// Drops the topic's queues not in `mine` (committing their offsets and,
+    /// when orderly, unlocking them) and starts pulling the new ones (when
+    /// orderly, those whose lock the broker grants).
     async fn apply<H: MessageHandler>(
         self: &Arc<Self>,
         handler: &Arc<H>,
@@ -398,8 +454,23 @@ impl Inner {
         if self.is_stopping() {
             return;
         }
+        let candidates: Vec<MessageQueue> = {
+            let owned = lock(&self.owned);
+            mine.iter()
+                .filter(|q| !owned.contains_key(*q))
+                .cloned()
+                .collect()
+        };
+        let granted = if self.config.consume_orderly && !candidates.is_empty() {
+            self.lock_queues(&candidates).await
+        } else {
+            candidates
+        };
         let (removed, added) = {
             let mut owned = lock(&self.owned);
+            if self.is_stopping() {
+                return;
+            }
             let gone: Vec<MessageQueue> = owned
                 .keys()
                 .filter(|q| q.topic == topic && !mine.contains(q))
@@ -410,21 +481,13 @@ impl Inner {
                 .filter_map(|q| owned.remove(&q).map(|o| (q, o)))
                 .collect();
             let mut added = Vec::new();
-            for q in mine {
+            for q in granted {
                 if owned.contains_key(&q) {
                     continue;
                 }
-                let pq = Arc::new(ProcessQueue::default());
-                let stop = self.stop.child_token();
-                let task = tokio::spawn(queue_task::run(
-                    Arc::clone(self),
-                    Arc::clone(handler),
-                    q.clone(),
-                    Arc::clone(&pq),
-                    stop.clone(),
-                ));
+                let owned_queue = self.start_queue(handler, &q);
                 added.push(q.clone());
-                owned.insert(q, Owned { pq, stop, task });
+                owned.insert(q, owned_queue);
             }
             (removed, added)
         };
@@ -433,17 +496,143 @@ impl Inner {
         }
         Counters::add(&self.counters.rebalances, 1);
         for (mq, o) in removed {
-            o.stop.cancel();
-            o.pq.drop_queue();
-            let _ = o.task.await;
+            self.release(mq, o).await;
+        }
+        tracing::info!(topic, client = %self.client_id, added = ?added, "rebalanced");
+    }
+
+    /// Starts pulling (and, when orderly, consuming) a queue just taken.
+    fn start_queue<H: MessageHandler>(
+        self: &Arc<Self>,
+        handler: &Arc<H>,
+        q: &MessageQueue,
+    ) -> Owned {
+        let pq = Arc::new(ProcessQueue::default());
+        let stop = self.stop.child_token();
+        let oq = self.config.consume_orderly.then(|| {
+            let oq = Arc::new(OrderlyQueue::default());
+            oq.locked(Instant::now());
+            oq
+        });
+        let task = tokio::spawn(queue_task::run(
+            Arc::clone(self),
+            Arc::clone(handler),
+            q.clone(),
+            Arc::clone(&pq),
+            oq.clone(),
+            stop.clone(),
+        ));
+        let orderly = oq.map(|oq| {
+            let consume = tokio::spawn(orderly::run(
+                Arc::clone(self),
+                Arc::clone(handler),
+                q.clone(),
+                Arc::clone(&pq),
+                Arc::clone(&oq),
+                stop.clone(),
+            ));
+            (oq, consume)
+        });
+        Owned {
+            pq,
+            stop,
+            task,
+            orderly,
+        }
+    }
+
+    /// Stops a released queue, commits its offset and, when orderly and
+    /// its handler finished in time, unlocks it.
+    async fn release(&self, mq: MessageQueue, o: Owned) {
+        o.stop.cancel();
+        // An orderly queue's last handler call may still record its offset:
+        // nobody else can take the queue before it is unlocked below.
+        let finished = match o.orderly {
+            Some((_, consume)) => tokio::time::timeout(UNLOCK_WAIT, consume).await.is_ok(),
+            None => true,
+        };
+        o.pq.drop_queue();
+        let _ = o.task.await;
+        {
+            let _sending = self.offset_sends.lock().await;
             // After `drop_queue`, so no handler can put the offset back.
             let offset = lock(&self.offsets).remove(&mq);
             if let Some(offset) = offset {
                 self.send_offset(&mq, offset, true).await;
             }
-            tracing::info!(queue = %mq, "queue released by rebalance");
         }
-        tracing::info!(topic, client = %self.client_id, added = ?added, "rebalanced");
+        if self.config.consume_orderly {
+            if finished {
+                self.unlock(std::slice::from_ref(&mq)).await;
+            } else {
+                tracing::warn!(queue = %mq, "handler still running after 20 s; the queue stays locked until the broker expires the lock");
+            }
+        }
+        tracing::info!(queue = %mq, "queue released by rebalance");
+    }
+
+    /// Locks queues on their brokers; returns those granted.
+    async fn lock_queues(&self, queues: &[MessageQueue]) -> Vec<MessageQueue> {
+        let mut by_broker: HashMap<&str, Vec<MessageQueue>> = HashMap::new();
+        for q in queues {
+            by_broker.entry(&q.broker_name).or_default().push(q.clone());
+        }
+        let mut granted = Vec::new();
+        for (broker, qs) in by_broker {
+            match self
+                .api
+                .lock_batch(broker, &self.config.consumer_group, &self.client_id, &qs)
+                .await
+            {
+                Ok(g) => granted.extend(g),
+                Err(e) => tracing::warn!(broker, cause = %e, "cannot lock queues"),
+            }
+        }
+        granted
+    }
+
+    /// Gives queue locks back (errors only logged: the broker expires them).
+    async fn unlock(&self, queues: &[MessageQueue]) {
+        let mut by_broker: HashMap<&str, Vec<MessageQueue>> = HashMap::new();
+        for q in queues {
+            by_broker.entry(&q.broker_name).or_default().push(q.clone());
+        }
+        for (broker, qs) in by_broker {
+            if let Err(e) = self
+                .api
+                .unlock_batch(broker, &self.config.consumer_group, &self.client_id, &qs)
+                .await
+            {
+                tracing::debug!(broker, cause = %e, "cannot unlock queues");
+            }
+        }
+    }
+
+    /// Renews the locks of every owned orderly queue; a queue whose lock
+    /// was not renewed stops being pulled and handled until it is.
+    async fn lock_all(&self) {
+        let queues: Vec<(MessageQueue, Arc<OrderlyQueue>)> = lock(&self.owned)
+            .iter()
+            .filter_map(|(q, o)| {
+                o.orderly
+                    .as_ref()
+                    .map(|(oq, _)| (q.clone(), Arc::clone(oq)))
+            })
+            .collect();
+        if queues.is_empty() {
+            return;
+        }
+        let names: Vec<MessageQueue> = queues.iter().map(|(q, _)| q.clone()).collect();
+        let granted = self.lock_queues(&names).await;
+        let now = Instant::now();
+        for (q, oq) in queues {
+            if granted.contains(&q) {
+                oq.locked(now);
+            } else {
+                tracing::warn!(queue = %q, "queue lock not renewed; handling paused");
+                oq.lost();
+            }
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use remoting_net::CancellationToken;
 use crate::{
     api::PullSpec,
     handler::{ConsumeStatus, MessageHandler},
+    orderly::OrderlyQueue,
     process_queue::ProcessQueue,
     push::Inner,
     stats::Counters,
@@ -21,6 +22,7 @@ pub(crate) async fn run<H: MessageHandler>(
     handler: Arc<H>,
     mq: MessageQueue,
     pq: Arc<ProcessQueue>,
+    orderly: Option<Arc<OrderlyQueue>>,
     stop: CancellationToken,
 ) {
     let cfg = &inner.config;
@@ -43,6 +45,16 @@ pub(crate) async fn run<H: MessageHandler>(
     loop {
         if stop.is_cancelled() {
             return;
+        }
+        if orderly
+            .as_ref()
+            .is_some_and(|oq| !oq.is_locked(std::time::Instant::now()))
+        {
+            // Not pulled while another consumer may hold the queue.
+            if pause(&stop, cfg.pull_time_delay_when_exception).await {
+                return;
+            }
+            continue;
         }
         let (count, bytes) = pq.size();
         if count > cfg.pull_threshold_for_queue || bytes > cfg.pull_threshold_size_for_queue_bytes()
@@ -67,7 +79,13 @@ pub(crate) async fn run<H: MessageHandler>(
             max: cfg.pull_batch_size,
             expression: &expression,
             suspend: Some(cfg.broker_suspend_max_time),
-            commit_offset: inner.consumed_offset(&mq),
+            // An orderly queue's offset travels only in waited updates, so
+            // that its next owner never reads one older than the last sent.
+            commit_offset: if orderly.is_some() {
+                None
+            } else {
+                inner.consumed_offset(&mq)
+            },
             timeout: cfg.consumer_timeout_when_suspend,
         };
         let result = tokio::select! {
@@ -84,7 +102,10 @@ pub(crate) async fn run<H: MessageHandler>(
                         restore_topics(&mut messages);
                     }
                     pq.put(&messages);
-                    dispatch(&inner, &handler, &mq, &pq, messages);
+                    match &orderly {
+                        Some(oq) => oq.put(&messages),
+                        None => dispatch(&inner, &handler, &mq, &pq, messages),
+                    }
                 }
                 PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => offset = r.next_begin_offset,
                 PullStatus::OffsetIllegal => {

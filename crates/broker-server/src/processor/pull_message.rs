@@ -30,7 +30,7 @@ pub(crate) fn pull(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
         Ok(h) => h,
         Err(e) => return Some(bad_header(req, &e)),
     };
-    let response = read(state, req, &header);
+    let response = read(state, req, &header, !job.resumed);
     if response.response_code() != ResponseCode::PULL_NOT_FOUND
         || job.resumed
         || header.sys_flag & PULL_SUSPEND == 0
@@ -70,10 +70,15 @@ pub(crate) fn pull(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
     }
 }
 
+/// Reads for a pull; `store_offset` commits the offset the pull carries
+/// (only on its first run: a parked pull served again later would move the
+/// group's offset back to what it was when the pull was sent, as RocketMQ
+/// also avoids).
 fn read(
     state: &BrokerState,
     req: &RemotingCommand,
     header: &PullMessageRequestHeader,
+    store_offset: bool,
 ) -> RemotingCommand {
     let cfg = state.config();
     if !is_readable(cfg.broker.broker_permission) {
@@ -152,7 +157,7 @@ fn read(
             )),
         );
     }
-    if header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
+    if store_offset && header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
         state.offsets.commit(
             &header.consumer_group,
             &header.topic,
