@@ -4,10 +4,12 @@
 //! and two brokers (`broker-a`, `broker-b`) on free loopback ports with their
 //! stores and logs in a fresh temporary directory, waits until they listen,
 //! then runs `cargo test -p e2e-tests` with their addresses in `SLUICE_E2E_*`
-//! environment variables. The processes are always killed afterwards, also
-//! when the run is interrupted (Ctrl-C, SIGTERM) or times out: the test run
-//! gets a process group of its own, so brokers that scenarios start go with
-//! it. When the tests fail, the tail of each process log is printed.
+//! environment variables (and, in `SLUICE_E2E_CPP_PYTHON`, the python of the
+//! RocketMQ C++ client's venv when `scripts/install-cpp-client.sh` has
+//! installed it). The processes are always killed afterwards, also when the
+//! run is interrupted (Ctrl-C, SIGTERM) or times out: the test run gets a
+//! process group of its own, so brokers that scenarios start go with it.
+//! When the tests fail, the tail of each process log is printed.
 
 use std::{
     env, fs,
@@ -35,6 +37,16 @@ const REGISTRATION_PAUSE: Duration = Duration::from_secs(1);
 const TEST_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// Lines of each process log shown when something failed.
 const LOG_TAIL_LINES: usize = 40;
+
+/// The python of the venv that `scripts/install-cpp-client.sh` fills with
+/// Apache's RocketMQ C++ client, relative to the workspace root.
+const CPP_CLIENT_PYTHON: &str = "target/cpp-client/venv/bin/python";
+
+/// The C++ client's python, when it is installed.
+fn cpp_client_python(root: &Path) -> Option<std::path::PathBuf> {
+    let python = root.join(CPP_CLIENT_PYTHON);
+    python.is_file().then_some(python)
+}
 
 /// Runs the suite; `quick` shrinks the message counts.
 pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
@@ -123,6 +135,15 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
         .env("SLUICE_E2E_GRPC_A", &grpc[0])
         .env("SLUICE_E2E_BROKER_A_BIN", &broker_bin)
         .env("SLUICE_E2E_DIR", &dir);
+        match cpp_client_python(root) {
+            Some(python) => {
+                test.env("SLUICE_E2E_CPP_PYTHON", python);
+            }
+            None => eprintln!(
+                "e2e: the RocketMQ C++ client is not installed ({CPP_CLIENT_PYTHON} is missing), \
+                 so its scenarios skip; `scripts/install-cpp-client.sh` installs it"
+            ),
+        }
         if quick {
             test.env("SLUICE_E2E_QUICK", "1");
         }
