@@ -19,7 +19,7 @@ Subcommands (every loop is bounded in count and time):
 
   push --namesrv ADDR --group G --topic T --expect N --timeout S
        [--tag EXPR] [--orderly] [--broadcast] [--from-first]
-       [--fail-body SUBSTR [--fail-times K]]
+       [--fail-body SUBSTR [--fail-times K]] [--hold]
       A push consumer (clustering unless --broadcast; concurrent unless
       --orderly). Prints {"event": "started"} once started, then one line per
       delivery: {"event": "message", topic, tags, keys, body, msg_id,
@@ -27,10 +27,10 @@ Subcommands (every loop is bounded in count and time):
       received_ms, status, properties}. With --fail-body, a delivery whose
       body contains SUBSTR is answered RECONSUME_LATER while its reconsume
       times are below K (default 1). Stops after N deliveries answered
-      CONSUME_SUCCESS or after S seconds, then prints {"event": "done",
-      "consumed", "deliveries", "timed_out"}.
+      CONSUME_SUCCESS (with --hold: once stdin closes) or after S seconds,
+      then prints {"event": "done", "consumed", "deliveries", "timed_out"}.
 
-Exit codes: 0 done, 2 push timed out before N, 3 the client did not start,
+Exit codes: 0 done, 2 push ended before N, 3 the client did not start,
 4 some sends failed, 64 bad arguments.
 
 The C++ client writes its log into --log-dir and a broadcasting consumer
@@ -209,7 +209,9 @@ def push(args):
         return EXIT_START_FAILED
 
     state = {"consumed": 0, "deliveries": 0}
-    done = threading.Event()
+    # Set when the run should end: --expect reached (unless --hold), or
+    # stdin closed (with --hold).
+    stop = threading.Event()
     lock = threading.Lock()
 
     def on_message(_consumer, msg):
@@ -245,8 +247,8 @@ def push(args):
             state["deliveries"] += 1
             if not fail:
                 state["consumed"] += 1
-                if state["consumed"] >= args.expect:
-                    done.set()
+                if state["consumed"] >= args.expect and not args.hold:
+                    stop.set()
         return RECONSUME_LATER if fail else CONSUME_SUCCESS
 
     callback = ffi.MSG_CALLBACK_FUNC(on_message)
@@ -271,7 +273,15 @@ def push(args):
     emit(event="started", version=text(dll.ShowPushConsumerVersion(consumer)),
          model="BROADCASTING" if args.broadcast else "CLUSTERING", orderly=args.orderly)
 
-    finished = done.wait(args.timeout)
+    if args.hold:
+        def watch_stdin():
+            for _ in sys.stdin:
+                pass
+            stop.set()
+        threading.Thread(target=watch_stdin, daemon=True).start()
+    stop.wait(args.timeout)
+    with lock:
+        finished = state["consumed"] >= args.expect
     code = EXIT_OK if finished else EXIT_TIMEOUT
     # Holding the lock to the end keeps later deliveries from printing after
     # "done". No ShutdownPushConsumer: in this build (2.1.0_cvs) it first
@@ -281,7 +291,7 @@ def push(args):
     # every 5 s.
     with lock:
         emit(event="done", consumed=state["consumed"], deliveries=state["deliveries"],
-             timed_out=not finished)
+             timed_out=not stop.is_set())
         sys.stdout.flush()
         os._exit(code)
 
@@ -360,6 +370,8 @@ def parser():
     s.add_argument("--broadcast", action="store_true", help="BROADCASTING message model")
     s.add_argument("--from-first", action="store_true",
                    help="a new consumer starts at each queue's first offset (CONSUME_FROM_FIRST_OFFSET)")
+    s.add_argument("--hold", action="store_true",
+                   help="go on consuming after --expect until stdin closes (or --timeout)")
     s.add_argument("--threads", type=bounded_int(1, 64), default=2, help="consume threads")
     s.add_argument("--fail-body", help="answer RECONSUME_LATER for bodies containing this")
     s.add_argument("--fail-times", type=bounded_int(1, 16), default=1,
