@@ -18,13 +18,18 @@ use std::{
     collections::HashMap,
     io::{BufRead, BufReader},
     path::PathBuf,
-    process::{Child, Command, ExitStatus, Stdio},
+    process::{Child, ChildStdin, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
 use consumer_client::{ConsumerConfig, PullConsumer, PullStatus};
-use e2e_tests::{unique, E2eEnv};
+use e2e_tests::{unique, wait_for, E2eEnv};
 use producer_client::{Message, MessageQueue, Producer, ProducerConfig, SendResult};
+use remoting_net::{ClientOptions, RemotingClient};
+use remoting_protocol::{
+    header::{OffsetResponseHeader, QueryConsumerOffsetRequestHeader},
+    RemotingCommand, RequestCode, ResponseCode,
+};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -73,11 +78,12 @@ impl Cpp {
             .args(args)
             .env("HOME", &home)
             .env_remove("ROCKETMQ_CLIENT_LOG_DIR")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("start {} {script}: {e}", self.python.display()));
+        let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("driver stdout");
         let (tx, lines) = mpsc::unbounded_channel();
         std::thread::spawn(move || {
@@ -92,7 +98,9 @@ impl Cpp {
         Driver {
             name: format!("C++ {name} (log under {}/logs)", home.display()),
             child,
+            stdin,
             lines,
+            events: Vec::new(),
         }
     }
 
@@ -145,21 +153,42 @@ impl Cpp {
 struct Driver {
     name: String,
     child: Child,
+    /// Closing it ends a `--hold` consumer.
+    stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<String>,
+    /// Every line read so far.
+    events: Vec<Value>,
 }
 
 impl Driver {
-    /// The next JSON line; `None` when the output ended. Panics when none
-    /// comes before `deadline`.
+    /// The next JSON line (also kept in `events`); `None` when the output
+    /// ended. Panics when none comes before `deadline`.
     async fn next(&mut self, deadline: Instant) -> Option<Value> {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = tokio::time::timeout(left, self.lines.recv())
             .await
             .unwrap_or_else(|_| panic!("{}: no output in time", self.name))?;
-        Some(
-            serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("{}: not a JSON line ({e}): {line}", self.name)),
-        )
+        let event: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("{}: not a JSON line ({e}): {line}", self.name));
+        self.events.push(event.clone());
+        Some(event)
+    }
+
+    /// The next delivery of a running consumer; panics when its output ends
+    /// or nothing comes before `deadline`.
+    async fn next_delivery(&mut self, deadline: Instant) -> Delivery {
+        loop {
+            match self.next(deadline).await {
+                Some(e) if e["event"] == "message" => return Delivery::from(&e),
+                Some(_) => {}
+                None => panic!("{}: output ended: {:?}", self.name, self.events.last()),
+            }
+        }
+    }
+
+    /// Ends a `--hold` consumer: closes its stdin.
+    fn release(&mut self) {
+        self.stdin.take();
     }
 
     /// Waits for the `started` line.
@@ -176,13 +205,13 @@ impl Driver {
         }
     }
 
-    /// Reads the output to its end and waits for the exit, within `limit`.
+    /// Closes stdin (which ends a `--hold` consumer), reads the output to
+    /// its end and waits for the exit, within `limit`.
     async fn finish(mut self, limit: Duration) -> Finished {
         let deadline = Instant::now() + limit;
-        let mut events = Vec::new();
-        while let Some(e) = self.next(deadline).await {
-            events.push(e);
-        }
+        self.release();
+        while self.next(deadline).await.is_some() {}
+        let events = std::mem::take(&mut self.events);
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 break status;
@@ -391,6 +420,59 @@ fn assert_received_once(
         "{who}: {missing} of {} not received",
         sent.len()
     );
+}
+
+/// The group's committed offset of queue `queue_id` of `topic` on the
+/// broker at `addr` (`QUERY_CONSUMER_OFFSET`); `None` when it has none.
+async fn committed_offset(
+    client: &RemotingClient,
+    addr: &str,
+    group: &str,
+    topic: &str,
+    queue_id: u32,
+) -> Option<u64> {
+    let req = RemotingCommand::request_with_header(
+        RequestCode::QUERY_CONSUMER_OFFSET,
+        &QueryConsumerOffsetRequestHeader {
+            consumer_group: group.into(),
+            topic: topic.into(),
+            queue_id: i32::try_from(queue_id).unwrap(),
+            set_zero_if_not_found: Some(false),
+            ..QueryConsumerOffsetRequestHeader::default()
+        },
+    );
+    let resp = client
+        .invoke(addr, req, Duration::from_secs(5))
+        .await
+        .expect("QUERY_CONSUMER_OFFSET");
+    if resp.response_code() != ResponseCode::SUCCESS {
+        return None;
+    }
+    let h: OffsetResponseHeader = resp.decode_header().expect("offset header");
+    u64::try_from(h.offset).ok()
+}
+
+/// The client ids the broker at `addr` lists for `group`
+/// (`GET_CONSUMER_LIST_BY_GROUP`; none when it answers that there are none).
+async fn consumer_ids(client: &RemotingClient, addr: &str, group: &str) -> Vec<String> {
+    let mut req = RemotingCommand::request(RequestCode::GET_CONSUMER_LIST_BY_GROUP);
+    req.set_ext("consumerGroup", group);
+    let resp = client
+        .invoke(addr, req, Duration::from_secs(5))
+        .await
+        .expect("GET_CONSUMER_LIST_BY_GROUP");
+    if resp.response_code() != ResponseCode::SUCCESS {
+        return Vec::new();
+    }
+    let body: Value = serde_json::from_slice(&resp.body).expect("consumer list body");
+    body["consumerIdList"]
+        .as_array()
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|id| id.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Mechanism: the C++ producer's route query (`GET_ROUTEINFO_BY_TOPIC`),
@@ -712,5 +794,227 @@ async fn cpp_delayed_message_arrives_no_earlier_than_its_level() {
             waited < LEVEL_2_MS + 20_000,
             "delay level 2 message received only after {waited} ms: {d:?}"
         );
+    }
+}
+
+/// Mechanism: the C++ consumer commits its offsets (`commitOffset` in
+/// `PULL_MESSAGE`'s sysFlag, and `UPDATE_CONSUMER_OFFSET` every 5 s) and
+/// the broker answers them to `QUERY_CONSUMER_OFFSET`; when the consumer's
+/// process ends, the broker drops it from the group as its connection
+/// closes (the C++ client's shutdown is not called, see the driver). A new
+/// consumer of the group then starts at the committed offsets: it gets the
+/// messages sent since, and none of those consumed before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpp_consumer_resumes_from_its_committed_offsets() {
+    let Some(cpp) = Cpp::from_env("C++ consumer offsets") else {
+        return;
+    };
+    let n: usize = if cpp.env.quick { 40 } else { 400 };
+    let topic = unique("CppOffsets");
+    cpp.env.create_topic(&topic, QUEUES).await.unwrap();
+    let group = unique("cpp-offsets-");
+    let before = |i: usize| format!("before-{i}");
+    let first_sent = sluice_send(&cpp.env, &topic, n, "off", before, None).await;
+    let mut first = cpp.push("first", &group, &topic, n, 120, &["--hold"]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut got = HashMap::new();
+    while got.len() < n {
+        let d = first.next_delivery(deadline).await;
+        got.insert(d.msg_id.clone(), d);
+    }
+
+    // Every queue's committed offset reaches its end while the consumer runs.
+    let client = RemotingClient::new(ClientOptions::default());
+    let mut ends: Vec<(String, u32, u64)> = Vec::new();
+    for r in first_sent.values().map(|(_, r)| r) {
+        let addr = r.broker_addr.clone();
+        let end = r.queue_offset + 1;
+        match ends
+            .iter_mut()
+            .find(|(a, q, _)| *a == addr && *q == r.message_queue.queue_id)
+        {
+            Some(e) => e.2 = e.2.max(end),
+            None => ends.push((addr, r.message_queue.queue_id, end)),
+        }
+    }
+    wait_for(Duration::from_secs(20), || async {
+        for (addr, queue_id, end) in &ends {
+            let committed = committed_offset(&client, addr, &group, &topic, *queue_id).await;
+            if committed != Some(*end) {
+                return false;
+            }
+        }
+        true
+    })
+    .await
+    .unwrap_or_else(|e| panic!("committed offsets of {group} did not reach {ends:?}: {e}"));
+
+    // The consumer goes; the brokers forget it once its connection closes.
+    let run = first.finish(EXIT_SLACK).await;
+    run.assert_success();
+    wait_for(Duration::from_secs(15), || async {
+        let mut none = true;
+        for addr in &cpp.env.brokers {
+            none &= consumer_ids(&client, addr, &group).await.is_empty();
+        }
+        none
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the brokers still list a consumer of {group}: {e}"));
+
+    let after = |i: usize| format!("after-{i}");
+    let second_sent = sluice_send(&cpp.env, &topic, n, "off", after, None).await;
+    let second = cpp.push("second", &group, &topic, n, 60, &[]).await;
+    let run = second.finish(Duration::from_secs(60) + EXIT_SLACK).await;
+    run.assert_success();
+    assert_received_once(
+        "resumed consumer",
+        &topic,
+        &second_sent,
+        &run.deliveries(),
+        "off",
+        after,
+    );
+    client.close_all().await;
+}
+
+/// How soon two consumers of a group must have split the queues.
+const SPLIT_LIMIT: Duration = Duration::from_secs(5);
+
+/// Mechanism: when a second consumer joins a group, the broker sends
+/// `NOTIFY_CONSUMER_IDS_CHANGED` to the group's consumers and they
+/// rebalance at once, each taking half of the topic's queues, instead of
+/// at their next periodic rebalance (every 10 s in the C++ client, the
+/// first 10 s after start; until then the first consumer still pulls every
+/// queue and messages of the queues the second took come twice). Probe
+/// rounds, one message into each queue, show when each queue is read by
+/// one consumer only; two clean rounds must come within 5 s of the second
+/// consumer's start. Then every message comes once, each queue to one of
+/// the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs NOTIFY_CONSUMER_IDS_CHANGED"]
+async fn cpp_consumers_of_one_group_split_the_queues_at_once() {
+    let Some(cpp) = Cpp::from_env("C++ consumers sharing a group") else {
+        return;
+    };
+    let n: usize = if cpp.env.quick { 100 } else { 1000 };
+    let topic = unique("CppSplit");
+    cpp.env.create_topic(&topic, QUEUES).await.unwrap();
+    let group = unique("cpp-split-");
+    let hold = ["--hold"];
+    let mut members = [
+        cpp.push("member-a", &group, &topic, 1, 120, &hold).await,
+        cpp.push("member-b", &group, &topic, 1, 120, &hold).await,
+    ];
+    let joined = Instant::now();
+    let producer = Producer::start(ProducerConfig::with_namesrv(&cpp.env.namesrv))
+        .await
+        .unwrap();
+    let queues = producer.publish_queues(&topic).await.unwrap();
+    assert_eq!(queues.len(), 2 * usize::try_from(QUEUES).unwrap());
+
+    // Probe rounds until two in a row are clean.
+    let mut clean = 0;
+    let mut round = 0;
+    let mut owners: HashMap<String, usize> = HashMap::new();
+    let mut last = String::new();
+    while clean < 2 {
+        assert!(
+            joined.elapsed() < SPLIT_LIMIT,
+            "the two consumers of {group} did not split the queues within {SPLIT_LIMIT:?} \
+             of the second one's start ({round} probe rounds; the first consumer \
+             rebalances only when notified or at its periodic rebalance); last round, \
+             probe: members (0 started first) {last}"
+        );
+        if round > 0 {
+            // Paces the rounds of an unsettled group (about 50 at most).
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        round += 1;
+        let mut probes = HashMap::new();
+        for q in &queues {
+            let body = format!("probe-{round}-{}-{}", q.broker_name, q.queue_id);
+            producer
+                .send_to_queue(Message::new(topic.as_str(), body.clone()), q)
+                .await
+                .unwrap();
+            probes.insert(body, q.clone());
+        }
+        let mut seen: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut stale = 0;
+        let deadline = Instant::now() + SPLIT_LIMIT;
+        while seen.len() < probes.len() {
+            let (who, d) = next_of_either(&mut members, deadline).await;
+            if probes.contains_key(&d.body) {
+                seen.entry(d.body).or_default().push(who);
+            } else {
+                stale += 1;
+            }
+        }
+        last = format!("{seen:?}, {stale} from earlier rounds");
+        let once = seen.values().all(|w| w.len() == 1);
+        let both = (0..2).all(|m| seen.values().any(|w| w.contains(&m)));
+        if once && both && stale == 0 {
+            clean += 1;
+            owners = seen
+                .into_iter()
+                .map(|(body, w)| (body.splitn(3, '-').nth(2).unwrap().to_owned(), w[0]))
+                .collect();
+        } else {
+            clean = 0;
+        }
+    }
+    println!(
+        "split after {round} probe rounds, {} ms after the second consumer started",
+        joined.elapsed().as_millis()
+    );
+
+    // Every message once, each queue to one member.
+    let mut sent: HashMap<String, MessageQueue> = HashMap::with_capacity(n);
+    for i in 0..n {
+        let r = producer
+            .send(Message::new(topic.as_str(), format!("split-{i}")))
+            .await
+            .unwrap();
+        sent.insert(r.msg_id, r.message_queue);
+    }
+    producer.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut got = 0;
+    while got < n {
+        let (_, d) = next_of_either(&mut members, deadline).await;
+        got += usize::from(sent.contains_key(&d.msg_id));
+    }
+    let [a, b] = members;
+    let runs = [a.finish(EXIT_SLACK).await, b.finish(EXIT_SLACK).await];
+    let mut count: HashMap<String, usize> = HashMap::new();
+    let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
+    for (who, run) in runs.iter().enumerate() {
+        for d in run.deliveries() {
+            let Some(q) = sent.get(&d.msg_id) else {
+                continue;
+            };
+            *count.entry(d.msg_id.clone()).or_default() += 1;
+            let key = format!("{}-{}", q.broker_name, q.queue_id);
+            let r = readers.entry(key).or_default();
+            if !r.contains(&who) {
+                r.push(who);
+            }
+        }
+    }
+    let twice = count.values().filter(|&&c| c > 1).count();
+    assert_eq!(count.len(), n, "distinct messages received");
+    assert_eq!(twice, 0, "messages received by both consumers");
+    let shared: Vec<_> = readers.iter().filter(|(_, r)| r.len() > 1).collect();
+    assert!(shared.is_empty(), "queues read by both: {shared:?}");
+    println!("queues per member after the split: {owners:?}");
+}
+
+/// The next delivery to either of two running consumers, with its index.
+async fn next_of_either(members: &mut [Driver; 2], deadline: Instant) -> (usize, Delivery) {
+    let [a, b] = members;
+    tokio::select! {
+        d = a.next_delivery(deadline) => (0, d),
+        d = b.next_delivery(deadline) => (1, d),
     }
 }
