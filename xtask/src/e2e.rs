@@ -1,4 +1,5 @@
-//! `cargo xtask e2e [--quick]`: the end-to-end suite against real processes.
+//! `cargo xtask e2e [--quick] [--include-ignored]`: the end-to-end suite
+//! against real processes.
 //!
 //! Builds the `namesrv` and `broker` binaries once, starts one name server
 //! and two brokers (`broker-a`, `broker-b`) on free loopback ports with their
@@ -48,8 +49,18 @@ fn cpp_client_python(root: &Path) -> Option<std::path::PathBuf> {
     python.is_file().then_some(python)
 }
 
-/// Runs the suite; `quick` shrinks the message counts.
-pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
+/// How to run the suite.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Smaller message counts (`SLUICE_E2E_QUICK=1`).
+    pub quick: bool,
+    /// Also the `#[ignore]`d scenarios: those of features the broker does
+    /// not have yet.
+    pub include_ignored: bool,
+}
+
+/// Runs the suite.
+pub fn run_suite(root: &Path, options: Options) -> Result<()> {
     let started = Instant::now();
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -144,7 +155,10 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
                  so its scenarios skip; `scripts/install-cpp-client.sh` installs it"
             ),
         }
-        if quick {
+        if options.include_ignored {
+            test.arg("--include-ignored");
+        }
+        if options.quick {
             test.env("SLUICE_E2E_QUICK", "1");
         }
         run_bounded(test, TEST_LIMIT, &interrupted)
