@@ -654,15 +654,15 @@ async fn cpp_orderly_consumer_receives_a_queue_in_order() {
             &unique("cpp-ord-"),
             &topic,
             n,
-            60,
+            30,
             &["--orderly"],
         )
         .await;
-    let run = consumer.finish(Duration::from_secs(60) + EXIT_SLACK).await;
+    let run = consumer.finish(Duration::from_secs(30) + EXIT_SLACK).await;
     let deliveries = run.deliveries();
     assert!(
         run.status.success(),
-        "orderly consumer received {} of {n} in 60 s; it pulls a queue only once \
+        "orderly consumer received {} of {n} in 30 s; it pulls a queue only once \
          LOCK_BATCH_MQ has locked it for the client (see the C++ client log: \
          \"lock fails of mq\")",
         deliveries.len()
