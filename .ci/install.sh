@@ -17,5 +17,8 @@ for component in rustfmt clippy; do
   fi
 done
 
+# Apache's RocketMQ C++ client for the e2e suite, in target/cpp-client/venv.
+bash "$(dirname "$0")/../scripts/install-cpp-client.sh"
+
 cargo --version
 rustc --version

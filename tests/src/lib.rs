@@ -14,6 +14,9 @@
 //!   their own broker.
 //! - `SLUICE_E2E_DIR`: the run's temporary directory.
 //! - `SLUICE_E2E_QUICK=1`: smaller message counts.
+//! - `SLUICE_E2E_CPP_PYTHON`: the python of the venv holding Apache's
+//!   RocketMQ C++ client (`scripts/install-cpp-client.sh`), which runs
+//!   `tests/cpp-client/driver.py`; its scenarios skip without it.
 
 use std::{
     future::Future,
@@ -50,6 +53,8 @@ pub struct E2eEnv {
     pub dir: Option<PathBuf>,
     /// Whether to use small message counts.
     pub quick: bool,
+    /// The python that drives the RocketMQ C++ client.
+    pub cpp_python: Option<PathBuf>,
 }
 
 impl E2eEnv {
@@ -71,6 +76,7 @@ impl E2eEnv {
             broker_bin: var("SLUICE_E2E_BROKER_A_BIN").map(PathBuf::from),
             dir: var("SLUICE_E2E_DIR").map(PathBuf::from),
             quick: var("SLUICE_E2E_QUICK").is_some_and(|v| v == "1"),
+            cpp_python: var("SLUICE_E2E_CPP_PYTHON").map(PathBuf::from),
         })
     }
 

@@ -27,7 +27,13 @@ pub fn all(root: &Path) -> Result<()> {
     ]);
     run(clippy)?;
     fuzz_check(root)?;
-    crate::e2e::run_suite(root, true)?;
+    crate::e2e::run_suite(
+        root,
+        crate::e2e::Options {
+            quick: true,
+            include_ignored: false,
+        },
+    )?;
     // The overload experiment end to end, in debug with short phases (about
     // 35 s with the broker already built): it must run, whatever it measures.
     crate::bench::main(root, &["overload".to_owned(), "--quick".to_owned()])?;

@@ -1,13 +1,16 @@
-//! `cargo xtask e2e [--quick]`: the end-to-end suite against real processes.
+//! `cargo xtask e2e [--quick] [--include-ignored]`: the end-to-end suite
+//! against real processes.
 //!
 //! Builds the `namesrv` and `broker` binaries once, starts one name server
 //! and two brokers (`broker-a`, `broker-b`) on free loopback ports with their
 //! stores and logs in a fresh temporary directory, waits until they listen,
 //! then runs `cargo test -p e2e-tests` with their addresses in `SLUICE_E2E_*`
-//! environment variables. The processes are always killed afterwards, also
-//! when the run is interrupted (Ctrl-C, SIGTERM) or times out: the test run
-//! gets a process group of its own, so brokers that scenarios start go with
-//! it. When the tests fail, the tail of each process log is printed.
+//! environment variables (and, in `SLUICE_E2E_CPP_PYTHON`, the python of the
+//! RocketMQ C++ client's venv when `scripts/install-cpp-client.sh` has
+//! installed it). The processes are always killed afterwards, also when the
+//! run is interrupted (Ctrl-C, SIGTERM) or times out: the test run gets a
+//! process group of its own, so brokers that scenarios start go with it.
+//! When the tests fail, the tail of each process log is printed.
 
 use std::{
     env, fs,
@@ -36,8 +39,28 @@ const TEST_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// Lines of each process log shown when something failed.
 const LOG_TAIL_LINES: usize = 40;
 
-/// Runs the suite; `quick` shrinks the message counts.
-pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
+/// The python of the venv that `scripts/install-cpp-client.sh` fills with
+/// Apache's RocketMQ C++ client, relative to the workspace root.
+const CPP_CLIENT_PYTHON: &str = "target/cpp-client/venv/bin/python";
+
+/// The C++ client's python, when it is installed.
+fn cpp_client_python(root: &Path) -> Option<std::path::PathBuf> {
+    let python = root.join(CPP_CLIENT_PYTHON);
+    python.is_file().then_some(python)
+}
+
+/// How to run the suite.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Smaller message counts (`SLUICE_E2E_QUICK=1`).
+    pub quick: bool,
+    /// Also the `#[ignore]`d scenarios: those of features the broker does
+    /// not have yet.
+    pub include_ignored: bool,
+}
+
+/// Runs the suite.
+pub fn run_suite(root: &Path, options: Options) -> Result<()> {
     let started = Instant::now();
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -109,21 +132,31 @@ pub fn run_suite(root: &Path, quick: bool) -> Result<()> {
 
     let outcome = wait_ready(&mut procs, &ns_addr, &brokers, &interrupted).and_then(|()| {
         let mut test = cargo(root);
-        test.args([
-            "test",
-            "-p",
-            "e2e-tests",
-            "--",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env("SLUICE_E2E_NAMESRV", &ns_addr)
-        .env("SLUICE_E2E_BROKER_A", &brokers[0])
-        .env("SLUICE_E2E_BROKER_B", &brokers[1])
-        .env("SLUICE_E2E_GRPC_A", &grpc[0])
-        .env("SLUICE_E2E_BROKER_A_BIN", &broker_bin)
-        .env("SLUICE_E2E_DIR", &dir);
-        if quick {
+        test.args(["test", "-p", "e2e-tests"]);
+        if options.include_ignored {
+            // The scenarios of missing features fail; the others still run.
+            test.arg("--no-fail-fast");
+        }
+        test.args(["--", "--test-threads=1", "--nocapture"])
+            .env("SLUICE_E2E_NAMESRV", &ns_addr)
+            .env("SLUICE_E2E_BROKER_A", &brokers[0])
+            .env("SLUICE_E2E_BROKER_B", &brokers[1])
+            .env("SLUICE_E2E_GRPC_A", &grpc[0])
+            .env("SLUICE_E2E_BROKER_A_BIN", &broker_bin)
+            .env("SLUICE_E2E_DIR", &dir);
+        match cpp_client_python(root) {
+            Some(python) => {
+                test.env("SLUICE_E2E_CPP_PYTHON", python);
+            }
+            None => eprintln!(
+                "e2e: the RocketMQ C++ client is not installed ({CPP_CLIENT_PYTHON} is missing), \
+                 so its scenarios skip; `scripts/install-cpp-client.sh` installs it"
+            ),
+        }
+        if options.include_ignored {
+            test.arg("--include-ignored");
+        }
+        if options.quick {
             test.env("SLUICE_E2E_QUICK", "1");
         }
         run_bounded(test, TEST_LIMIT, &interrupted)

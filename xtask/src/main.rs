@@ -6,8 +6,8 @@
 //!   whole test suite.
 //! - `lint`: the repository rules alone (see `lint.rs`).
 //! - `fuzz-check`: builds the fuzz crate without running it.
-//! - `e2e [--quick]`: the end-to-end suite against real name server and
-//!   broker processes (see `e2e.rs`).
+//! - `e2e [--quick] [--include-ignored]`: the end-to-end suite against real
+//!   name server and broker processes (see `e2e.rs`).
 //! - `bench overload|closed|protocols [--quick]`: the overload experiment,
 //!   the closed-loop throughput table and the remoting-versus-gRPC send
 //!   comparison against a real broker (see `bench/mod.rs`).
@@ -35,14 +35,15 @@ fn main() -> Result<()> {
         Some("fuzz-check") => ci::fuzz_check(&root),
         Some("bench") => bench::main(&root, &args[1..]),
         Some("e2e") => {
-            let mut quick = false;
+            let mut options = e2e::Options::default();
             for arg in &args[1..] {
                 match arg.as_str() {
-                    "--quick" => quick = true,
+                    "--quick" => options.quick = true,
+                    "--include-ignored" => options.include_ignored = true,
                     other => bail!("e2e: unknown option {other:?}\n\n{USAGE}"),
                 }
             }
-            e2e::run_suite(&root, quick)
+            e2e::run_suite(&root, options)
         }
         Some(other) => bail!("unknown command {other:?}\n\n{USAGE}"),
         None => {
@@ -60,7 +61,8 @@ commands:
   lint         repository rules: crate graph, unsafe confinement, module docs
   fuzz-check   build the fuzz targets without running them
   e2e          end-to-end tests against real namesrv and broker processes
-               (--quick: fewer messages)
+               (--quick: fewer messages; --include-ignored: also the scenarios
+               of features the broker lacks yet)
   bench        overload: capacity, then 2x capacity with early admission on/off
                (table, overload.json, overload.png); closed: msgs/s and latency
                at 1/16/64 in flight, ASYNC_FLUSH and SYNC_FLUSH; protocols:
