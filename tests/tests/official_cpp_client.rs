@@ -637,7 +637,6 @@ async fn cpp_broadcast_consumers_each_receive_every_message() {
 /// every 20 s); it then hands over one queue's messages in offset order.
 /// Sluice's producer puts all messages into one queue of broker-a.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs LOCK_BATCH_MQ"]
 async fn cpp_orderly_consumer_receives_a_queue_in_order() {
     let Some(cpp) = Cpp::from_env("C++ orderly consumer") else {
         return;
@@ -683,7 +682,6 @@ async fn cpp_orderly_consumer_receives_a_queue_in_order() {
 /// memory after 1 s instead: same store time, no `RETRY_TOPIC`; that does
 /// not count here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs CONSUMER_SEND_MSG_BACK and %RETRY% topics"]
 async fn cpp_failed_message_comes_back_through_the_retry_topic() {
     let Some(cpp) = Cpp::from_env("C++ consumer retry") else {
         return;
@@ -743,7 +741,6 @@ async fn cpp_failed_message_comes_back_through_the_retry_topic() {
 /// `SCHEDULE_TOPIC_XXXX` and puts it into its topic once the level's time
 /// has passed, so the consumer receives it no earlier than born + 5 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs delay levels"]
 async fn cpp_delayed_message_arrives_no_earlier_than_its_level() {
     let Some(cpp) = Cpp::from_env("C++ delayed message") else {
         return;
