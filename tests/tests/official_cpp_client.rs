@@ -889,7 +889,6 @@ const SPLIT_LIMIT: Duration = Duration::from_secs(5);
 /// consumer's start. Then every message comes once, each queue to one of
 /// the two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs NOTIFY_CONSUMER_IDS_CHANGED"]
 async fn cpp_consumers_of_one_group_split_the_queues_at_once() {
     let Some(cpp) = Cpp::from_env("C++ consumers sharing a group") else {
         return;

@@ -1,9 +1,17 @@
-//! Clients known from their heartbeats: producer and consumer groups, with
-//! the connection each client uses and when it was last heard from.
+//! Clients known from their heartbeats: producer and consumer groups (with
+//! each consumer group's topics and model), the connection each client
+//! uses and when it was last heard from; and which clustering groups' membership
+//! changed, so that their members can be told to rebalance
+//! (`NOTIFY_CONSUMER_IDS_CHANGED`).
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::BTreeSet,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use dashmap::DashMap;
+use remoting_net::Connection;
 use remoting_protocol::body::HeartbeatData;
 
 /// One client's registration.
@@ -13,12 +21,25 @@ pub struct ClientInfo {
     pub client_id: String,
     /// Connection the client uses.
     pub conn_id: u64,
+    /// The connection itself, to send to the client (remoting clients only).
+    pub conn: Option<Arc<Connection>>,
     /// Producer groups.
     pub producer_groups: Vec<String>,
     /// Consumer groups.
-    pub consumer_groups: Vec<String>,
+    pub consumer_groups: Vec<Membership>,
     /// Last heartbeat.
     pub last_seen: Instant,
+}
+
+/// A client's membership of one consumer group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    /// The group.
+    pub group: String,
+    /// Topics it subscribes to.
+    pub topics: BTreeSet<String>,
+    /// Broadcasting (every member gets everything: nothing to rebalance).
+    pub broadcasting: bool,
 }
 
 /// Clients by id.
@@ -28,51 +49,96 @@ pub struct ClientRegistry {
 }
 
 impl ClientRegistry {
-    /// Records a heartbeat.
-    pub fn heartbeat(&self, data: &HeartbeatData, conn_id: u64, now: Instant) {
+    /// Records a heartbeat; returns the clustering groups whose membership
+    /// changed with it (the client joined one, came on another connection,
+    /// or changed its topics).
+    pub fn heartbeat(
+        &self,
+        data: &HeartbeatData,
+        conn_id: u64,
+        conn: Option<Arc<Connection>>,
+        now: Instant,
+    ) -> Vec<String> {
+        let consumer_groups: Vec<Membership> = data
+            .consumer_data_set
+            .iter()
+            .map(|c| Membership {
+                group: c.group_name.clone(),
+                topics: c
+                    .subscription_data_set
+                    .iter()
+                    .map(|s| s.topic.clone())
+                    .collect(),
+                broadcasting: c.message_model == "BROADCASTING",
+            })
+            .collect();
         let info = ClientInfo {
             client_id: data.client_id.clone(),
             conn_id,
+            conn,
             producer_groups: data
                 .producer_data_set
                 .iter()
                 .map(|p| p.group_name.clone())
                 .collect(),
-            consumer_groups: data
-                .consumer_data_set
-                .iter()
-                .map(|c| c.group_name.clone())
-                .collect(),
+            consumer_groups,
             last_seen: now,
         };
-        if self.clients.insert(data.client_id.clone(), info).is_none() {
-            tracing::info!(client = %data.client_id, conn = conn_id, "client registered");
-        }
+        let changed: Vec<String> = match self.clients.insert(data.client_id.clone(), info.clone()) {
+            None => {
+                tracing::info!(client = %data.client_id, conn = conn_id, "client registered");
+                clustering(&info.consumer_groups)
+            }
+            Some(old) => info
+                .consumer_groups
+                .iter()
+                .filter(|m| !m.broadcasting)
+                .filter(|m| {
+                    old.conn_id != conn_id
+                        || !old
+                            .consumer_groups
+                            .iter()
+                            .any(|o| o.group == m.group && o.topics == m.topics)
+                })
+                .map(|m| m.group.clone())
+                .collect(),
+        };
+        changed
     }
 
-    /// Forgets a client (all groups, or the named ones). An empty group
-    /// name counts as none: the C++ client names both groups and leaves the
-    /// one it does not mean empty.
+    /// Forgets a client (all groups, or the named ones); returns the
+    /// clustering groups it left. An empty group name counts as none: the
+    /// C++ client names both groups and leaves the one it does not mean
+    /// empty.
     pub fn unregister(
         &self,
         client_id: &str,
         producer_group: Option<&str>,
         consumer_group: Option<&str>,
-    ) {
+    ) -> Vec<String> {
         let producer_group = producer_group.filter(|g| !g.is_empty());
         let consumer_group = consumer_group.filter(|g| !g.is_empty());
         if producer_group.is_none() && consumer_group.is_none() {
-            self.clients.remove(client_id);
-            return;
+            return self
+                .clients
+                .remove(client_id)
+                .map(|(_, c)| clustering(&c.consumer_groups))
+                .unwrap_or_default();
         }
+        let mut left = Vec::new();
         if let Some(mut c) = self.clients.get_mut(client_id) {
             if let Some(g) = producer_group {
                 c.producer_groups.retain(|p| p != g);
             }
             if let Some(g) = consumer_group {
-                c.consumer_groups.retain(|p| p != g);
+                left = clustering(&c.consumer_groups)
+                    .into_iter()
+                    .filter(|m| m == g)
+                    .collect();
+                c.consumer_groups.retain(|m| m.group != g);
             }
         }
+        left
     }
 
     /// Ids of the clients in a consumer group, sorted.
@@ -80,16 +146,44 @@ impl ClientRegistry {
         let mut ids: Vec<String> = self
             .clients
             .iter()
-            .filter(|c| c.consumer_groups.iter().any(|g| g == group))
+            .filter(|c| c.consumer_groups.iter().any(|m| m.group == group))
             .map(|c| c.client_id.clone())
             .collect();
         ids.sort();
         ids
     }
 
-    /// Forgets the clients of a closed connection.
-    pub fn connection_closed(&self, conn_id: u64) {
-        self.clients.retain(|_, c| c.conn_id != conn_id);
+    /// Whether a member of the group registered as broadcasting.
+    pub fn is_broadcasting(&self, group: &str) -> bool {
+        self.clients.iter().any(|c| {
+            c.consumer_groups
+                .iter()
+                .any(|m| m.group == group && m.broadcasting)
+        })
+    }
+
+    /// The open connections of a consumer group's clients.
+    pub fn connections_of(&self, group: &str) -> Vec<Arc<Connection>> {
+        self.clients
+            .iter()
+            .filter(|c| c.consumer_groups.iter().any(|m| m.group == group))
+            .filter_map(|c| c.conn.clone())
+            .filter(|c| !c.is_closed())
+            .collect()
+    }
+
+    /// Forgets the clients of a closed connection; returns the consumer
+    /// groups they were in.
+    pub fn connection_closed(&self, conn_id: u64) -> Vec<String> {
+        let mut left = BTreeSet::new();
+        self.clients.retain(|_, c| {
+            let keep = c.conn_id != conn_id;
+            if !keep {
+                left.extend(c.consumer_groups.iter().map(|m| m.group.clone()));
+            }
+            keep
+        });
+        left.into_iter().collect()
     }
 
     /// Forgets clients silent for longer than `max_idle`; returns their ids.
@@ -116,40 +210,86 @@ impl ClientRegistry {
     }
 }
 
+/// The clustering groups of a membership list.
+fn clustering(groups: &[Membership]) -> Vec<String> {
+    groups
+        .iter()
+        .filter(|m| !m.broadcasting)
+        .map(|m| m.group.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use remoting_protocol::body::{ConsumerData, ProducerData};
+    use remoting_protocol::body::{ConsumerData, ProducerData, SubscriptionData};
 
     use super::*;
 
-    fn heartbeat(registry: &ClientRegistry) {
-        let data = HeartbeatData {
-            client_id: "c1".into(),
+    fn data(client: &str, group: &str, topics: &[&str], model: &str) -> HeartbeatData {
+        HeartbeatData {
+            client_id: client.into(),
             producer_data_set: vec![ProducerData {
                 group_name: "PG".into(),
             }],
             consumer_data_set: vec![ConsumerData {
-                group_name: "G".into(),
+                group_name: group.into(),
+                message_model: model.into(),
+                subscription_data_set: topics
+                    .iter()
+                    .map(|t| SubscriptionData {
+                        topic: (*t).into(),
+                        ..SubscriptionData::default()
+                    })
+                    .collect(),
                 ..ConsumerData::default()
             }],
             ..HeartbeatData::default()
-        };
-        registry.heartbeat(&data, 1, Instant::now());
+        }
     }
 
     #[test]
     fn an_empty_group_name_in_an_unregistration_means_none() {
         let registry = ClientRegistry::default();
-        heartbeat(&registry);
+        registry.heartbeat(
+            &data("c1", "G", &["T"], "CLUSTERING"),
+            1,
+            None,
+            Instant::now(),
+        );
         // The C++ client's "unregister consumer G".
-        registry.unregister("c1", Some(""), Some("G"));
+        assert_eq!(registry.unregister("c1", Some(""), Some("G")), ["G"]);
         assert!(registry.consumers_of("G").is_empty());
         let c = registry
             .clients
             .get("c1")
             .map(|c| c.producer_groups.clone());
         assert_eq!(c, Some(vec!["PG".to_owned()]), "the producer group stays");
-        registry.unregister("c1", None, None);
+        assert!(registry.unregister("c1", None, None).is_empty());
         assert!(registry.clients.get("c1").is_none());
+    }
+
+    #[test]
+    fn membership_changes_are_what_rocketmq_notifies() {
+        let r = ClientRegistry::default();
+        let now = Instant::now();
+        let hb = |client, topics: &[&str], conn, model| {
+            r.heartbeat(&data(client, "G", topics, model), conn, None, now)
+        };
+        assert_eq!(hb("c1", &["T"], 1, "CLUSTERING"), ["G"], "joined");
+        assert!(hb("c1", &["T"], 1, "CLUSTERING").is_empty(), "same again");
+        assert_eq!(
+            hb("c1", &["T", "U"], 1, "CLUSTERING"),
+            ["G"],
+            "topics changed"
+        );
+        assert_eq!(
+            hb("c1", &["T", "U"], 2, "CLUSTERING"),
+            ["G"],
+            "new connection"
+        );
+        assert!(hb("b1", &["T"], 3, "BROADCASTING").is_empty(), "broadcast");
+        assert_eq!(r.consumers_of("G"), ["b1", "c1"]);
+        assert_eq!(r.connection_closed(2), ["G"]);
+        assert_eq!(r.consumers_of("G"), ["b1"]);
     }
 }

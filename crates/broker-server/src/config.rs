@@ -83,6 +83,10 @@ pub struct BrokerSection {
     /// RocketMQ's defaults the first time the group heartbeats, pulls or
     /// sends a message back. Default true.
     pub auto_create_subscription_group: bool,
+    /// Tell a consumer group's members at once when its membership changes
+    /// (`NOTIFY_CONSUMER_IDS_CHANGED`), so they rebalance without waiting
+    /// for their periodic check. Default true.
+    pub notify_consumer_ids_changed_enable: bool,
     /// Queues of an auto-created topic (capped by the request's). Default 8; 1..=1024.
     pub default_topic_queue_nums: i32,
     /// Permission of the broker (6 = read and write). Default 6.
@@ -137,6 +141,7 @@ impl Default for BrokerSection {
             grpc_listen_port: 8081,
             auto_create_topic_enable: true,
             auto_create_subscription_group: true,
+            notify_consumer_ids_changed_enable: true,
             default_topic_queue_nums: 8,
             broker_permission: 6,
             send_message_thread_pool_nums: cpus.min(4),

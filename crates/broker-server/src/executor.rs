@@ -139,7 +139,8 @@ impl Handler for RemotingHandler {
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {
-        self.0.clients.connection_closed(conn.id());
+        let left = self.0.clients.connection_closed(conn.id());
+        processor::notify_ids_changed(&self.0, &left);
     }
 }
 

@@ -132,19 +132,26 @@ impl SubscriptionGroupManager {
         Ok(Some(created))
     }
 
-    /// Whether a group may consume (`consumeEnable`), creating the group as
+    /// Whether a group may consume (`consumeEnable`) and consume by
+    /// broadcast (`consumeBroadcastEnable`), creating the group as
     /// [`SubscriptionGroupManager::find_or_create`] does; `None` when it
     /// does not exist and may not be created.
     ///
     /// # Errors
     /// The table cannot be written.
-    pub fn consume_enabled(&self, group: &str, auto_create: bool) -> std::io::Result<Option<bool>> {
+    pub fn consume_permissions(
+        &self,
+        group: &str,
+        auto_create: bool,
+    ) -> std::io::Result<Option<ConsumePermissions>> {
+        let of = |g: &SubscriptionGroupConfig| ConsumePermissions {
+            consume: g.consume_enable,
+            broadcast: g.consume_broadcast_enable,
+        };
         if let Some(g) = self.groups.get(group) {
-            return Ok(Some(g.consume_enable));
+            return Ok(Some(of(&g)));
         }
-        Ok(self
-            .find_or_create(group, auto_create)?
-            .map(|g| g.consume_enable))
+        Ok(self.find_or_create(group, auto_create)?.as_ref().map(of))
     }
 
     /// Creates or replaces a group's settings (its attributes are merged
@@ -209,6 +216,15 @@ impl SubscriptionGroupManager {
         }
         persist::write_atomically(&self.path, &body::to_json(&self.wrapper()))
     }
+}
+
+/// What a group may do when it pulls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumePermissions {
+    /// `consumeEnable`.
+    pub consume: bool,
+    /// `consumeBroadcastEnable`.
+    pub broadcast: bool,
 }
 
 /// Why a group's settings were not stored.

@@ -389,3 +389,44 @@ async fn a_heartbeat_creates_the_group_and_its_retry_topic() {
     assert_eq!((retry.read_queue_nums, retry.perm), (1, 6));
     b.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_without_broadcast_permission_may_not_pull_as_broadcasting() {
+    let b = TestBroker::start(&[]).await;
+    let group = SubscriptionGroupConfig {
+        consume_broadcast_enable: false,
+        ..SubscriptionGroupConfig::named("CG")
+    };
+    assert_eq!(
+        b.invoke(create_group(&group)).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    assert_eq!(
+        b.invoke(send_request("B", 0, b"x", ""))
+            .await
+            .response_code(),
+        ResponseCode::SUCCESS
+    );
+    let heartbeat = |model: &str| {
+        RemotingCommand::request(RequestCode::HEART_BEAT).with_body(
+            format!(r#"{{"clientID":"c1","consumerDataSet":[{{"groupName":"CG","consumeType":"CONSUME_PASSIVELY","messageModel":"{model}","subscriptionDataSet":[{{"topic":"B","subString":"*"}}]}}]}}"#)
+                .into_bytes(),
+        )
+    };
+    assert_eq!(
+        b.invoke(heartbeat("CLUSTERING")).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    let _ = pull_one(&b, "B", 0, 0).await;
+    assert_eq!(
+        b.invoke(heartbeat("BROADCASTING")).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    let refused = b.invoke(pull_request("B", 0, 0, 1)).await;
+    assert_eq!(refused.response_code(), ResponseCode::NO_PERMISSION);
+    assert_eq!(
+        refused.remark.as_deref(),
+        Some("the consumer group[CG] can not consume by broadcast way")
+    );
+    b.broker.shutdown().await;
+}

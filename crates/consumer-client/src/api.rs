@@ -60,8 +60,18 @@ struct ConsumerIdList {
 
 impl Api {
     pub(crate) fn new(namesrv: Vec<String>, timeout: Duration) -> Self {
+        Self::with_options(namesrv, timeout, ClientOptions::default())
+    }
+
+    /// As [`Api::new`], with the transport's options (for instance what to
+    /// do with the brokers' requests).
+    pub(crate) fn with_options(
+        namesrv: Vec<String>,
+        timeout: Duration,
+        options: ClientOptions,
+    ) -> Self {
         Self {
-            client: RemotingClient::new(ClientOptions::default()),
+            client: RemotingClient::new(options),
             namesrv: NameServers::new(namesrv),
             timeout,
             brokers: Mutex::default(),

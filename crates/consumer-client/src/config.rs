@@ -34,6 +34,30 @@ impl ConsumeFromWhere {
     }
 }
 
+/// How a push consumer group shares its topics' messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
+pub enum MessageModel {
+    /// The members split the queues; each message goes to one member, and
+    /// offsets are kept on the brokers (RocketMQ's default).
+    #[default]
+    Clustering,
+    /// Every member gets every message; each member keeps its offsets in a
+    /// local file.
+    Broadcasting,
+}
+
+impl MessageModel {
+    /// RocketMQ's name, as sent in heartbeats.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Clustering => "CLUSTERING",
+            Self::Broadcasting => "BROADCASTING",
+        }
+    }
+}
+
 /// Settings of a pull or push consumer. Keys deserialize in RocketMQ's
 /// camelCase (`consumerGroup`, `pullBatchSize`, ...); durations are in
 /// milliseconds; unknown keys are refused. The defaults are RocketMQ's
@@ -98,6 +122,12 @@ pub struct ConsumerConfig {
     pub heartbeat_broker_interval: Duration,
     /// Where a queue with no committed offset starts. Default last offset.
     pub consume_from_where: ConsumeFromWhere,
+    /// `CLUSTERING` (default) or `BROADCASTING`.
+    pub message_model: MessageModel,
+    /// Where broadcasting consumers keep their offsets:
+    /// `<dir>/<clientId>/<group>/offsets.json` (RocketMQ's
+    /// `rocketmq.client.localOffsetStoreDir`). Default `~/.rocketmq_offsets`.
+    pub local_offset_store_dir: Option<std::path::PathBuf>,
     /// Deliveries of a failed message before the broker moves it to the
     /// group's dead-letter topic (`%DLQ%<group>`); -1 means 16, or no limit
     /// when consuming in order. Default -1.
@@ -157,6 +187,8 @@ impl Default for ConsumerConfig {
             membership_check_interval: Duration::from_secs(1),
             heartbeat_broker_interval: Duration::from_secs(30),
             consume_from_where: ConsumeFromWhere::LastOffset,
+            message_model: MessageModel::Clustering,
+            local_offset_store_dir: None,
             max_reconsume_times: -1,
             consume_orderly: false,
             suspend_current_queue_time: Duration::from_secs(1),
@@ -197,6 +229,20 @@ impl ConsumerConfig {
             -1 => 16,
             n => n,
         }
+    }
+
+    /// Whether every member gets every message.
+    pub fn is_broadcasting(&self) -> bool {
+        self.message_model == MessageModel::Broadcasting
+    }
+
+    /// The directory of a broadcasting consumer's offsets file.
+    pub fn local_offsets_dir(&self) -> std::path::PathBuf {
+        self.local_offset_store_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map_or_else(|| std::path::PathBuf::from("."), std::path::PathBuf::from)
+                .join(".rocketmq_offsets")
+        })
     }
 
     /// The cached body bytes per queue above which pulling pauses.
@@ -256,6 +302,13 @@ impl ConsumerConfig {
             if value == 0 {
                 return invalid(key, value.to_string(), "at least 1");
             }
+        }
+        if self.consume_orderly && self.message_model == MessageModel::Broadcasting {
+            return invalid(
+                "consumeOrderly",
+                "true".to_owned(),
+                "false with messageModel=BROADCASTING (orderly consumption locks queues to one member)",
+            );
         }
         if !(-1..=16_384).contains(&self.max_reconsume_times) {
             return invalid(

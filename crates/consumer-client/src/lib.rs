@@ -75,6 +75,7 @@ mod api;
 mod config;
 mod error;
 mod handler;
+mod local_offsets;
 mod message;
 mod orderly;
 mod process_queue;
@@ -85,7 +86,7 @@ mod stats;
 
 pub use allocate::allocate_averagely;
 pub use client_core::MessageQueue;
-pub use config::{ConsumeFromWhere, ConsumerConfig};
+pub use config::{ConsumeFromWhere, ConsumerConfig, MessageModel};
 pub use error::ConsumerError;
 pub use handler::{ConsumeStatus, FnHandler, MessageHandler};
 pub use message::MessageExt;

@@ -13,13 +13,19 @@ use std::{
 
 use message_model::{flags::retry_topic, tag_hash};
 use remoting_net::CancellationToken;
+use remoting_net::{ClientOptions, ServerRequests};
 use remoting_protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
-use tokio::{sync::Semaphore, task::JoinHandle};
+use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tokio::{
+    sync::{Notify, Semaphore},
+    task::JoinHandle,
+};
 
 use crate::{
     allocate::allocate_averagely,
     api::Api,
     handler::MessageHandler,
+    local_offsets::LocalOffsets,
     orderly::{self, OrderlyQueue},
     process_queue::ProcessQueue,
     queue_task,
@@ -46,6 +52,10 @@ pub(crate) struct Inner {
     pub(crate) retry_topic: String,
     pub(crate) api: Api,
     pub(crate) client_id: String,
+    /// Broadcasting: where this member keeps its offsets.
+    local: Option<LocalOffsets>,
+    /// Broadcasting: the offsets found in that file at start.
+    stored: HashMap<MessageQueue, u64>,
     owned: Mutex<HashMap<MessageQueue, Owned>>,
     /// Each topic's queues at the last route lookup.
     routes: Mutex<HashMap<String, Vec<MessageQueue>>>,
@@ -55,6 +65,8 @@ pub(crate) struct Inner {
     /// a released queue's offset after the release committed it.
     offset_sends: tokio::sync::Mutex<()>,
     pub(crate) counters: Counters,
+    /// Woken by a broker's `NOTIFY_CONSUMER_IDS_CHANGED`: rebalance now.
+    rebalance_now: Arc<Notify>,
     pub(crate) pool: Arc<Semaphore>,
     pub(crate) stop: CancellationToken,
     /// Cleared by the first `shutdown`.
@@ -101,24 +113,64 @@ impl PushConsumer {
             });
         }
         let instance = config.instance_name.clone().unwrap_or_else(|| {
-            format!(
-                "{}#{}",
-                std::process::id(),
-                INSTANCE.fetch_add(1, Ordering::Relaxed)
-            )
+            if config.is_broadcasting() {
+                // A stable id, so that the local offsets are found again
+                // after a restart (RocketMQ's `DEFAULT`).
+                "DEFAULT".to_owned()
+            } else {
+                format!(
+                    "{}#{}",
+                    std::process::id(),
+                    INSTANCE.fetch_add(1, Ordering::Relaxed)
+                )
+            }
         });
         let ip = local_ip(config.namesrv_addr.first().map_or("", String::as_str));
+        let client_id = format!("{ip}@{instance}");
         // Failed messages come back through the group's retry topic, which
-        // every member subscribes to, as RocketMQ's clients do.
+        // every member subscribes to, as RocketMQ's clients do; broadcasting
+        // consumers have none.
         let retry_topic = retry_topic(&config.consumer_group);
-        config
-            .subscription
-            .entry(retry_topic.clone())
-            .or_insert_with(|| "*".to_owned());
+        if !config.is_broadcasting() {
+            config
+                .subscription
+                .entry(retry_topic.clone())
+                .or_insert_with(|| "*".to_owned());
+        }
+        let local = config.is_broadcasting().then(|| {
+            LocalOffsets::new(
+                &config.local_offsets_dir(),
+                &client_id,
+                &config.consumer_group,
+            )
+        });
+        let stored = match &local {
+            Some(l) => l.load().map_err(|e| ConsumerError::Config {
+                key: "localOffsetStoreDir",
+                value: config.local_offsets_dir().display().to_string(),
+                allowed: format!("a directory with a readable offsets file: {e}"),
+            })?,
+            None => HashMap::new(),
+        };
+        let rebalance_now = Arc::new(Notify::new());
+        let options = ClientOptions {
+            on_request: Some(membership_notices(
+                &config.consumer_group,
+                Arc::clone(&rebalance_now),
+            )),
+            ..ClientOptions::default()
+        };
         let inner = Arc::new(Inner {
             retry_topic,
-            api: Api::new(config.namesrv_addr.clone(), config.mq_client_api_timeout),
-            client_id: format!("{ip}@{instance}"),
+            rebalance_now,
+            api: Api::with_options(
+                config.namesrv_addr.clone(),
+                config.mq_client_api_timeout,
+                options,
+            ),
+            client_id,
+            local,
+            stored,
             owned: Mutex::default(),
             routes: Mutex::default(),
             offsets: Mutex::default(),
@@ -307,9 +359,38 @@ impl Inner {
             .iter()
             .map(|(q, o)| (q.clone(), *o))
             .collect();
+        if self.local.is_some() {
+            self.save_local(offsets.into_iter().collect()).await;
+            return;
+        }
         for (mq, offset) in offsets {
             self.send_offset(&mq, offset, wait).await;
         }
+    }
+
+    /// Broadcasting: writes offsets to the local file (off the runtime).
+    async fn save_local(&self, offsets: HashMap<MessageQueue, u64>) {
+        let Some(local) = self.local.clone() else {
+            return;
+        };
+        if offsets.is_empty() {
+            return;
+        }
+        match tokio::task::spawn_blocking(move || local.save(&offsets)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(cause = %e, "cannot write local offsets"),
+            Err(e) => tracing::warn!(cause = %e, "local offsets writer failed"),
+        }
+    }
+
+    /// Broadcasting: the offset found in the local file at start.
+    pub(crate) fn stored_offset(&self, mq: &MessageQueue) -> Option<u64> {
+        self.stored.get(mq).copied()
+    }
+
+    /// Whether every member gets every message.
+    pub(crate) fn is_broadcasting(&self) -> bool {
+        self.local.is_some()
     }
 
     async fn send_offset(&self, mq: &MessageQueue, offset: u64, wait: bool) {
@@ -352,7 +433,7 @@ impl Inner {
             consumer_data_set: vec![ConsumerData {
                 group_name: self.config.consumer_group.clone(),
                 consume_type: "CONSUME_PASSIVELY".to_owned(),
-                message_model: "CLUSTERING".to_owned(),
+                message_model: self.config.message_model.as_str().to_owned(),
                 consume_from_where: self.config.consume_from_where.as_str().to_owned(),
                 subscription_data_set,
                 unit_mode: false,
@@ -416,6 +497,10 @@ impl Inner {
                 q
             }
         };
+        if self.is_broadcasting() {
+            self.apply(handler, topic, queues).await;
+            return Ok(());
+        }
         let addr = queues
             .first()
             .map(|q| self.api.broker_addr(&q.broker_name))
@@ -558,7 +643,11 @@ impl Inner {
             // After `drop_queue`, so no handler can put the offset back.
             let offset = lock(&self.offsets).remove(&mq);
             if let Some(offset) = offset {
-                self.send_offset(&mq, offset, true).await;
+                if self.is_broadcasting() {
+                    self.save_local(HashMap::from([(mq.clone(), offset)])).await;
+                } else {
+                    self.send_offset(&mq, offset, true).await;
+                }
             }
         }
         if self.config.consume_orderly {
@@ -636,14 +725,19 @@ impl Inner {
     }
 }
 
-/// Checks membership every `membership_check_interval` and rebalances when it
-/// changed; rebalances unconditionally every `rebalance_interval`.
+/// Checks membership every `membership_check_interval`, and at once when a
+/// broker says the group changed, and rebalances when it changed;
+/// rebalances unconditionally every `rebalance_interval`.
 async fn rebalance_loop<H: MessageHandler>(inner: Arc<Inner>, handler: Arc<H>) {
     let mut last_full = Instant::now();
     loop {
-        tokio::select! {
+        let notified = tokio::select! {
             () = inner.stop.cancelled() => return,
-            () = tokio::time::sleep(inner.config.membership_check_interval) => {}
+            () = tokio::time::sleep(inner.config.membership_check_interval) => false,
+            () = inner.rebalance_now.notified() => true,
+        };
+        if notified {
+            Counters::add(&inner.counters.membership_notices, 1);
         }
         let full = last_full.elapsed() >= inner.config.rebalance_interval;
         if full {
@@ -651,6 +745,26 @@ async fn rebalance_loop<H: MessageHandler>(inner: Arc<Inner>, handler: Arc<H>) {
         }
         inner.rebalance(&handler, full).await;
     }
+}
+
+/// Serves the brokers' requests to this consumer: a
+/// `NOTIFY_CONSUMER_IDS_CHANGED` for its group wakes the rebalancing task;
+/// anything else is answered `REQUEST_CODE_NOT_SUPPORTED`.
+fn membership_notices(group: &str, rebalance_now: Arc<Notify>) -> ServerRequests {
+    let group = group.to_owned();
+    ServerRequests(Arc::new(move |broker: &str, req: &RemotingCommand| {
+        if req.request_code() == RequestCode::NOTIFY_CONSUMER_IDS_CHANGED {
+            if req.ext("consumerGroup") == Some(group.as_str()) {
+                tracing::debug!(broker, group = %group, "group membership changed; rebalancing");
+                rebalance_now.notify_one();
+            }
+            return None;
+        }
+        Some(req.response_to(
+            ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
+            Some(format!(" request type {} not supported", req.code)),
+        ))
+    }))
 }
 
 /// Runs `f` every `period` until the consumer stops.

@@ -80,8 +80,9 @@ pub(crate) async fn run<H: MessageHandler>(
             expression: &expression,
             suspend: Some(cfg.broker_suspend_max_time),
             // An orderly queue's offset travels only in waited updates, so
-            // that its next owner never reads one older than the last sent.
-            commit_offset: if orderly.is_some() {
+            // that its next owner never reads one older than the last sent;
+            // a broadcasting member keeps its offsets to itself.
+            commit_offset: if orderly.is_some() || inner.is_broadcasting() {
                 None
             } else {
                 inner.consumed_offset(&mq)
@@ -127,13 +128,18 @@ pub(crate) async fn run<H: MessageHandler>(
     }
 }
 
-/// The committed offset, else the end or the start of the queue.
+/// The committed offset (the broker's, or the local file's when
+/// broadcasting), else the end or the start of the queue.
 async fn start_offset(inner: &Inner, mq: &MessageQueue) -> Result<u64, ConsumerError> {
-    if let Some(o) = inner
-        .api
-        .query_offset(&inner.config.consumer_group, mq)
-        .await?
-    {
+    let committed = if inner.is_broadcasting() {
+        inner.stored_offset(mq)
+    } else {
+        inner
+            .api
+            .query_offset(&inner.config.consumer_group, mq)
+            .await?
+    };
+    if let Some(o) = committed {
         return Ok(o);
     }
     let last = inner.config.consume_from_where == ConsumeFromWhere::LastOffset;
@@ -196,8 +202,20 @@ async fn consume<H: MessageHandler>(
             ConsumeStatus::RetryLater => {
                 Counters::add(&inner.counters.retried, batch.len());
                 let mut sent = Vec::new();
+                let mut dropped = Vec::new();
                 let mut kept = Vec::new();
                 for mut m in batch {
+                    if inner.is_broadcasting() {
+                        // No retry topic: retried here, then dropped.
+                        if m.reconsume_times >= inner.config.effective_max_reconsume_times() {
+                            tracing::warn!(queue = %mq, offset = m.queue_offset, msg_id = %m.msg_id, reconsume_times = m.reconsume_times, "broadcast message failed too often; dropped");
+                            dropped.push(m.queue_offset);
+                        } else {
+                            m.reconsume_times += 1;
+                            kept.push(m);
+                        }
+                        continue;
+                    }
                     match inner.send_back(&mq, &m).await {
                         Ok(()) => sent.push(m.queue_offset),
                         Err(e) => {
@@ -208,7 +226,9 @@ async fn consume<H: MessageHandler>(
                     }
                 }
                 Counters::add(&inner.counters.sent_back, sent.len());
+                Counters::add(&inner.counters.dropped, dropped.len());
                 batch = kept;
+                sent.extend(dropped);
                 sent
             }
         };

@@ -14,12 +14,17 @@ pub struct ConsumerStats {
     /// Failed messages sent back to the broker, to come back later through
     /// the group's retry topic (or go to its dead-letter topic).
     pub sent_back: u64,
+    /// Broadcast messages given up after `maxReconsumeTimes` failures
+    /// (broadcasting has no retry topic).
+    pub dropped: u64,
     /// Times a queue's pulling paused because its cache was over a threshold.
     pub flow_control_pauses: u64,
     /// Pulls that failed.
     pub pull_errors: u64,
     /// Rebalances that changed the owned queues.
     pub rebalances: u64,
+    /// Times a broker said the group's membership changed.
+    pub membership_notices: u64,
 }
 
 #[derive(Debug, Default)]
@@ -28,9 +33,11 @@ pub(crate) struct Counters {
     pub consumed: AtomicU64,
     pub retried: AtomicU64,
     pub sent_back: AtomicU64,
+    pub dropped: AtomicU64,
     pub flow_control_pauses: AtomicU64,
     pub pull_errors: AtomicU64,
     pub rebalances: AtomicU64,
+    pub membership_notices: AtomicU64,
 }
 
 impl Counters {
@@ -45,9 +52,11 @@ impl Counters {
             consumed: get(&self.consumed),
             retried: get(&self.retried),
             sent_back: get(&self.sent_back),
+            dropped: get(&self.dropped),
             flow_control_pauses: get(&self.flow_control_pauses),
             pull_errors: get(&self.pull_errors),
             rebalances: get(&self.rebalances),
+            membership_notices: get(&self.membership_notices),
         }
     }
 }

@@ -209,3 +209,30 @@ async fn a_message_sent_while_the_pull_is_parked_is_handled_promptly() {
     c.shutdown().await;
     b.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_joining_is_announced_by_the_broker_and_the_group_rebalances_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::TestBroker::start(dir.path()).await;
+    b.create_topic("NoticeT", 8).await;
+    // No periodic check within the test: only the broker's notice can make
+    // the first member give queues up.
+    let slow = |group: &str| ConsumerConfig {
+        membership_check_interval: Duration::from_secs(600),
+        rebalance_interval: Duration::from_secs(600),
+        ..b.consumer_config(group)
+    };
+    let a = start(slow("NoticeG"), "NoticeT", Recorder::default()).await;
+    wait_for(Duration::from_secs(10), || async { owned(&a) == 8 }).await;
+    let joiner = start(slow("NoticeG"), "NoticeT", Recorder::default()).await;
+    wait_for(Duration::from_secs(10), || async {
+        owned(&a) == 4 && owned(&joiner) == 4
+    })
+    .await;
+    assert!(a.stats().membership_notices >= 1, "{:?}", a.stats());
+    joiner.shutdown().await;
+    // The leaver's unregistration is announced too.
+    wait_for(Duration::from_secs(10), || async { owned(&a) == 8 }).await;
+    a.shutdown().await;
+    b.broker.shutdown().await;
+}

@@ -55,6 +55,9 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Largest frame accepted or sent, 4-byte prefix included.
     pub max_frame_len: usize,
+    /// Serves requests a server sends to this client (such as a broker's
+    /// `NOTIFY_CONSUMER_IDS_CHANGED`); without one they are ignored.
+    pub on_request: Option<ServerRequests>,
 }
 
 impl Default for ClientOptions {
@@ -62,7 +65,25 @@ impl Default for ClientOptions {
         Self {
             connect_timeout: Duration::from_secs(3),
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            on_request: None,
         }
+    }
+}
+
+/// What a client does with a request from a server: called on the
+/// connection's reader task with the server's address and the request; the
+/// command it returns (if any, and if the request is not oneway) is sent
+/// back as the response. It must be quick.
+#[derive(Clone)]
+pub struct ServerRequests(pub Arc<ServeServerRequest>);
+
+/// The function behind [`ServerRequests`].
+pub type ServeServerRequest =
+    dyn Fn(&str, &RemotingCommand) -> Option<RemotingCommand> + Send + Sync;
+
+impl std::fmt::Debug for ServerRequests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServerRequests")
     }
 }
 
@@ -119,6 +140,8 @@ impl ClientConnection {
             writer_cancel.cancel();
         });
         let peer = addr.to_owned();
+        let on_request = options.on_request.clone();
+        let reply_tx = conn.tx.clone();
         tokio::spawn(async move {
             let end = read_frames(reader, max, None, &cancel, |cmd| {
                 if cmd.is_response() {
@@ -135,6 +158,13 @@ impl ClientConnection {
                             opaque = cmd.opaque,
                             "response for no pending request"
                         ),
+                    }
+                } else if let Some(ServerRequests(serve)) = &on_request {
+                    let answer = serve(&peer, &cmd);
+                    if let Some(mut answer) = answer.filter(|_| !cmd.is_oneway()) {
+                        answer.opaque = cmd.opaque;
+                        answer.mark_response();
+                        let _ = reply_tx.send(answer);
                     }
                 } else {
                     tracing::debug!(peer, code = cmd.code, "request from server ignored");

@@ -19,6 +19,6 @@ pub mod client;
 mod io;
 pub mod server;
 
-pub use client::{ClientError, ClientOptions, RemotingClient};
+pub use client::{ClientError, ClientOptions, RemotingClient, ServeServerRequest, ServerRequests};
 pub use server::{serve, Connection, Handler, ServerOptions};
 pub use tokio_util::sync::CancellationToken;

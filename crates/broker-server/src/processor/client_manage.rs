@@ -1,17 +1,21 @@
 //! `HEART_BEAT`, `UNREGISTER_CLIENT`, `GET_CONSUMER_LIST_BY_GROUP` and
 //! `CHECK_CLIENT_CONFIG`.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use remoting_protocol::{
     body::{self, CheckClientRequestBody, HeartbeatData},
-    header::{is_tag_type, UnregisterClientRequestHeader},
-    RemotingCommand, ResponseCode,
+    header::{is_tag_type, NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader},
+    RemotingCommand, RequestCode, ResponseCode,
 };
 
 use message_model::flags::retry_topic;
 
-use crate::{processor::bad_header, request::Job, state::BrokerState};
+use crate::{
+    processor::bad_header,
+    request::{Job, Reply},
+    state::BrokerState,
+};
 
 /// Records the client and its groups.
 pub(crate) fn heartbeat(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
@@ -21,7 +25,14 @@ pub(crate) fn heartbeat(state: &BrokerState, job: &Job) -> Option<RemotingComman
             data.consumer_data_set
                 .retain(|consumer| prepare_group(state, &consumer.group_name));
             let conn_id = job.reply.connection_id().unwrap_or(0);
-            state.clients.heartbeat(&data, conn_id, Instant::now());
+            let conn = match &job.reply {
+                Reply::Remoting(conn) => Some(Arc::clone(conn)),
+                Reply::Channel(_) => None,
+            };
+            let changed = state
+                .clients
+                .heartbeat(&data, conn_id, conn, Instant::now());
+            notify_ids_changed(state, &changed);
             req.response_to(ResponseCode::SUCCESS, None)
         }
         Err(e) => req.response_to(
@@ -62,15 +73,51 @@ fn prepare_group(state: &BrokerState, group: &str) -> bool {
     true
 }
 
+/// Tells every member of each group that its membership changed
+/// (`NOTIFY_CONSUMER_IDS_CHANGED`, oneway), so that they rebalance at once
+/// instead of at their next periodic check; unless the broker's or the
+/// group's `notifyConsumerIdsChangedEnable` is off.
+pub(crate) fn notify_ids_changed(state: &BrokerState, groups: &[String]) {
+    if groups.is_empty() || !state.config().broker.notify_consumer_ids_changed_enable {
+        return;
+    }
+    for group in groups {
+        let enabled = state
+            .subscriptions
+            .get(group)
+            .is_none_or(|g| g.notify_consumer_ids_changed_enable);
+        if !enabled {
+            continue;
+        }
+        let members = state.clients.connections_of(group);
+        tracing::debug!(
+            group,
+            members = members.len(),
+            "consumer group changed; telling its members"
+        );
+        for conn in members {
+            let mut notice = RemotingCommand::request_with_header(
+                RequestCode::NOTIFY_CONSUMER_IDS_CHANGED,
+                &NotifyConsumerIdsChangedRequestHeader {
+                    consumer_group: group.clone(),
+                },
+            );
+            notice.mark_oneway();
+            conn.send(notice);
+        }
+    }
+}
+
 /// Forgets a client or some of its groups.
 pub(crate) fn unregister(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     match req.decode_header::<UnregisterClientRequestHeader>() {
         Ok(h) => {
-            state.clients.unregister(
+            let left = state.clients.unregister(
                 &h.client_id,
                 h.producer_group.as_deref(),
                 h.consumer_group.as_deref(),
             );
+            notify_ids_changed(state, &left);
             req.response_to(ResponseCode::SUCCESS, None)
         }
         Err(e) => bad_header(req, &e),

@@ -9,6 +9,8 @@
 
 mod admin;
 mod client_manage;
+
+pub(crate) use client_manage::notify_ids_changed;
 mod consumer_offset;
 mod groups;
 mod orderly;

@@ -90,12 +90,23 @@ fn read(
             )),
         );
     }
-    match state.subscriptions.consume_enabled(
+    match state.subscriptions.consume_permissions(
         &header.consumer_group,
         cfg.broker.auto_create_subscription_group,
     ) {
-        Ok(Some(true)) => {}
-        Ok(Some(false)) => {
+        Ok(Some(p)) if p.consume && p.broadcast => {}
+        Ok(Some(p)) if p.consume => {
+            if state.clients.is_broadcasting(&header.consumer_group) {
+                return req.response_to(
+                    ResponseCode::NO_PERMISSION,
+                    Some(format!(
+                        "the consumer group[{}] can not consume by broadcast way",
+                        header.consumer_group
+                    )),
+                );
+            }
+        }
+        Ok(Some(_)) => {
             return req.response_to(
                 ResponseCode::NO_PERMISSION,
                 Some(format!(

@@ -63,3 +63,12 @@ ext_header! {
         clean_offset: Option<bool> = "cleanOffset",
     }
 }
+
+ext_header! {
+    /// `NOTIFY_CONSUMER_IDS_CHANGED` (40) request header, broker to client:
+    /// the group's members changed; rebalance now.
+    pub struct NotifyConsumerIdsChangedRequestHeader {
+        /// Consumer group.
+        consumer_group: String = "consumerGroup",
+    }
+}

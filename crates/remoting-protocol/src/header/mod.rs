@@ -28,7 +28,7 @@ mod send;
 pub use admin::{CreateTopicRequestHeader, GetBrokerConfigResponseHeader, TopicFilterType};
 pub use client::{
     ConsumerSendMsgBackRequestHeader, DeleteSubscriptionGroupRequestHeader, HeartbeatRequestHeader,
-    UnregisterClientRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
 };
 pub use namesrv::{
     GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
