@@ -62,6 +62,12 @@
 //! [`MessageExt::reconsume_times`] raised. Only a message the broker would
 //! not take back is retried in this process, after `retryBackoff`.
 //!
+//! A broker's `NOTIFY_CONSUMER_IDS_CHANGED` makes the consumer rebalance at
+//! once. With `consumeOrderly`, each queue is locked on its broker before it
+//! is pulled and handed to one handler call at a time, in order (see the
+//! `orderly` module); with `messageModel=BROADCASTING` every member owns every
+//! queue and keeps its offsets in a local file.
+//!
 //! # Invariants worth naming
 //! - A released queue's offset is committed once, after its pull task
 //!   stopped, and no later handler result can move it again.
