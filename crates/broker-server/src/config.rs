@@ -87,6 +87,20 @@ pub struct BrokerSection {
     /// (`NOTIFY_CONSUMER_IDS_CHANGED`), so they rebalance without waiting
     /// for their periodic check. Default true.
     pub notify_consumer_ids_changed_enable: bool,
+    /// Accept timer messages (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,
+    /// `TIMER_DELAY_MS`, gRPC `delivery_timestamp`); when false they are
+    /// refused. Default true.
+    pub timer_wheel_enable: bool,
+    /// Longest timer delay in seconds; longer ones are refused
+    /// (`MESSAGE_ILLEGAL`). Default 259200 (3 days); 1..=31536000.
+    pub timer_max_delay_sec: u64,
+    /// Most timer messages waiting at once; beyond it timer sends are
+    /// refused until some are delivered (each waiting timer takes about
+    /// 100 bytes of memory). Sluice's. Default 10000000; at least 1.
+    pub timer_max_pending: usize,
+    /// Write the timer wheel's progress (`timerProgress.json`) this often
+    /// (ms). Default 1000; 100..=60000.
+    pub timer_flush_interval_ms: u64,
     /// Queues of an auto-created topic (capped by the request's). Default 8; 1..=1024.
     pub default_topic_queue_nums: i32,
     /// Permission of the broker (6 = read and write). Default 6.
@@ -142,6 +156,10 @@ impl Default for BrokerSection {
             auto_create_topic_enable: true,
             auto_create_subscription_group: true,
             notify_consumer_ids_changed_enable: true,
+            timer_wheel_enable: true,
+            timer_max_delay_sec: 259_200,
+            timer_max_pending: 10_000_000,
+            timer_flush_interval_ms: 1000,
             default_topic_queue_nums: 8,
             broker_permission: 6,
             send_message_thread_pool_nums: cpus.min(4),
@@ -379,6 +397,23 @@ impl BrokerConfig {
                 "registerNameServerPeriod",
                 b.register_name_server_period.to_string(),
                 "10000..=60000 (ms)".into(),
+            ));
+        }
+        if !(1..=31_536_000).contains(&b.timer_max_delay_sec) {
+            return Err(invalid(
+                "timerMaxDelaySec",
+                b.timer_max_delay_sec.to_string(),
+                "1..=31536000 (s)".into(),
+            ));
+        }
+        if b.timer_max_pending == 0 {
+            return Err(invalid("timerMaxPending", "0".into(), "at least 1".into()));
+        }
+        if !(100..=60_000).contains(&b.timer_flush_interval_ms) {
+            return Err(invalid(
+                "timerFlushIntervalMs",
+                b.timer_flush_interval_ms.to_string(),
+                "100..=60000 (ms)".into(),
             ));
         }
         if !(100..=600_000).contains(&b.flush_delay_offset_interval) {

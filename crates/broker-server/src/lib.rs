@@ -32,6 +32,7 @@ pub mod schedule;
 pub mod state;
 pub mod subscriptions;
 pub mod testing;
+pub mod timer;
 pub mod topics;
 
 use std::{
@@ -228,6 +229,13 @@ impl Broker {
             .map_err(io_error("create the schedule topic"))?;
         let schedule = schedule::ScheduleService::load(&config_dir, delays)
             .map_err(io_error("load delay offsets"))?;
+        if b.timer_wheel_enable {
+            topics
+                .ensure_group_topic(message_model::flags::TIMER_TOPIC, 1)
+                .map_err(io_error("create the timer topic"))?;
+        }
+        let timers = timer::TimerWheel::load(&config_dir, b.timer_max_pending)
+            .map_err(io_error("load the timer progress"))?;
 
         let state = Arc::new(BrokerState::new(
             config.clone(),
@@ -238,6 +246,7 @@ impl Broker {
                 subscriptions,
                 pop,
                 schedule,
+                timers,
             },
             store_host,
         ));
@@ -249,6 +258,9 @@ impl Broker {
                         state.resume(job);
                     }
                     state.pop.arrived(topic);
+                    if topic == message_model::flags::TIMER_TOPIC {
+                        state.timers.poke();
+                    }
                 }
             },
         ));
@@ -260,6 +272,9 @@ impl Broker {
             Arc::clone(&housekeeping_stop),
         )?);
         threads.push(spawn_schedule_delivery(Arc::clone(&state))?);
+        if b.timer_wheel_enable {
+            threads.push(spawn_timer_wheel(Arc::clone(&state))?);
+        }
 
         let shutdown = CancellationToken::new();
         let options = ServerOptions {
@@ -341,6 +356,7 @@ impl Broker {
         let state = Arc::clone(&self.state);
         self.housekeeping_stop.store(true, Ordering::Release);
         self.state.schedule.stop();
+        self.state.timers.stop();
         let threads = self.threads;
         let joined = tokio::task::spawn_blocking(move || {
             for t in threads {
@@ -424,6 +440,18 @@ fn spawn_schedule_delivery(state: Arc<BrokerState>) -> Result<JoinHandle<()>, Br
             state.schedule.run(&state.store, every);
         })
         .map_err(io_error("start schedule delivery thread"))
+}
+
+/// The `timer-wheel` thread: timer messages into their real topics once
+/// due (see [`timer`]).
+fn spawn_timer_wheel(state: Arc<BrokerState>) -> Result<JoinHandle<()>, BrokerError> {
+    std::thread::Builder::new()
+        .name("timer-wheel".into())
+        .spawn(move || {
+            let every = Duration::from_millis(state.config().broker.timer_flush_interval_ms);
+            state.timers.run(&state.store, every);
+        })
+        .map_err(io_error("start timer wheel thread"))
 }
 
 /// Replaces a leading `~` with `$HOME`.

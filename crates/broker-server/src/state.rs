@@ -29,6 +29,7 @@ use crate::{
     request::{Family, Job, PerFamily},
     schedule::ScheduleService,
     subscriptions::SubscriptionGroupManager,
+    timer::TimerWheel,
     topics::TopicManager,
 };
 
@@ -48,6 +49,8 @@ pub struct Loaded {
     pub pop: PopService,
     /// Delay-level delivery and its progress.
     pub schedule: ScheduleService,
+    /// Timer messages.
+    pub timers: TimerWheel,
 }
 
 /// The broker's shared state.
@@ -67,6 +70,8 @@ pub struct BrokerState {
     pub schedule: ScheduleService,
     /// Orderly consumers' queue locks.
     pub locks: RebalanceLocks,
+    /// Timer messages.
+    pub timers: TimerWheel,
     /// Clients.
     pub clients: ClientRegistry,
     /// Address in message ids.
@@ -105,6 +110,7 @@ impl BrokerState {
             subscriptions,
             pop,
             schedule,
+            timers,
         } = loaded;
         let f = &config.flow;
         let b = &config.broker;
@@ -145,6 +151,7 @@ impl BrokerState {
             subscriptions,
             schedule,
             locks: RebalanceLocks::default(),
+            timers,
             clients: ClientRegistry::default(),
             store_host,
             queues,

@@ -561,3 +561,66 @@ async fn shutdown_ends_open_telemetry_streams() {
     assert!(!matches!(end, Ok(Some(_))), "{end:?}");
     drop(tx);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_timestamp_makes_a_timer_message() {
+    let b = TestBroker::start(&[]).await;
+    let mut c = client(&b).await;
+    let at = |ms: i64| prost_types::Timestamp {
+        seconds: ms / 1000,
+        nanos: ((ms % 1000) * 1_000_000) as i32,
+    };
+    let delayed = |id: &str, due: i64| {
+        let mut m = message("GrpcTimer", id, 0, b"later");
+        let sys = m.system_properties.as_mut().unwrap();
+        sys.message_type = grpc_protocol::v2::MessageType::Delay as i32;
+        sys.delivery_timestamp = Some(at(due));
+        m
+    };
+    let due = message_model::now_ms() + 1_000;
+    let sent = c
+        .send_message(with_id(SendMessageRequest {
+            messages: vec![delayed("0102TIMER-1", due)],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code_of(sent.status.as_ref()), Code::Ok as i32, "{sent:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    // The topic is created by the send, so its queue is the broker's pick.
+    let pulled = 'found: loop {
+        for queue in 0..8 {
+            let p = b.invoke(pull_request("GrpcTimer", queue, 0, 1)).await;
+            if p.response_code() == ResponseCode::SUCCESS {
+                break 'found p;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "timer not delivered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let message_model::record::Record::Message(m) =
+        message_model::record::check(&pulled.body, true)
+    else {
+        panic!("not a message")
+    };
+    assert!(
+        m.store_timestamp >= due,
+        "delivered before its delivery_timestamp"
+    );
+    let too_far = c
+        .send_message(with_id(SendMessageRequest {
+            messages: vec![delayed(
+                "0102TIMER-2",
+                message_model::now_ms() + 2 * 86_400_000,
+            )],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        code_of(too_far.status.as_ref()),
+        Code::IllegalDeliveryTime as i32,
+        "{too_far:?}"
+    );
+    b.broker.shutdown().await;
+}

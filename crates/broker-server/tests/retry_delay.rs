@@ -430,3 +430,110 @@ async fn a_group_without_broadcast_permission_may_not_pull_as_broadcasting() {
     );
     b.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timer_messages_arrive_at_their_instant_even_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let overrides = [("timerFlushIntervalMs", "100")];
+    let b = TestBroker::start_in(dir.path(), &overrides).await;
+    let due = message_model::now_ms() + 1_500;
+    let sent = b
+        .invoke(send_request(
+            "Tm",
+            2,
+            b"at",
+            &format!("TIMER_DELIVER_MS\u{1}{due}\u{2}KEYS\u{1}a\u{2}"),
+        ))
+        .await;
+    assert_eq!(sent.response_code(), ResponseCode::SUCCESS);
+    let delayed = b
+        .invoke(send_request("Tm", 2, b"in", "TIMER_DELAY_MS\u{1}800\u{2}"))
+        .await;
+    assert_eq!(delayed.response_code(), ResponseCode::SUCCESS);
+    // Sent second, due first.
+    let first = pull_one(&b, "Tm", 2, 0).await;
+    assert_eq!(first.body, b"in");
+    assert!(first.store_timestamp >= first.born_timestamp + 800);
+    let second = pull_one(&b, "Tm", 2, 1).await;
+    assert_eq!(second.body, b"at");
+    assert!(
+        second.store_timestamp >= due,
+        "delivered before its instant"
+    );
+    assert_eq!(second.property(keys::KEYS), Some("a"));
+    assert_eq!(second.property(keys::REAL_TOPIC), None);
+    assert!(second.property(keys::TIMER_DEQUEUE_MS).is_some());
+
+    // One more, then a restart before it is due.
+    let due = message_model::now_ms() + 2_000;
+    let sent = b
+        .invoke(send_request(
+            "Tm",
+            2,
+            b"across",
+            &format!("TIMER_DELIVER_MS\u{1}{due}\u{2}"),
+        ))
+        .await;
+    assert_eq!(sent.response_code(), ResponseCode::SUCCESS);
+    b.broker.shutdown().await;
+    let b = TestBroker::start_in(dir.path(), &overrides).await;
+    let after = pull_one(&b, "Tm", 2, 2).await;
+    assert_eq!(after.body, b"across");
+    assert!(after.store_timestamp >= due);
+    let nothing = b.invoke(pull_request("Tm", 2, 3, 1)).await;
+    assert_eq!(
+        nothing.response_code(),
+        ResponseCode::PULL_NOT_FOUND,
+        "nothing delivered twice"
+    );
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_that_cannot_be_honoured_are_refused() {
+    let b = TestBroker::start(&[("timerMaxPending", "1")]).await;
+    let too_far = b
+        .invoke(send_request(
+            "Tr",
+            0,
+            b"x",
+            &format!("TIMER_DELAY_SEC\u{1}{}\u{2}", 4 * 86_400),
+        ))
+        .await;
+    assert_eq!(too_far.response_code(), ResponseCode::MESSAGE_ILLEGAL);
+    assert!(too_far
+        .remark
+        .unwrap()
+        .contains("should not be bigger than the max delay 259200000ms"));
+    let bad = b
+        .invoke(send_request("Tr", 0, b"x", "TIMER_DELAY_MS\u{1}soon\u{2}"))
+        .await;
+    assert_eq!(bad.response_code(), ResponseCode::MESSAGE_ILLEGAL);
+    // One timer fills the wheel; once it is read in, the next is refused.
+    let one = b
+        .invoke(send_request("Tr", 0, b"x", "TIMER_DELAY_SEC\u{1}3600\u{2}"))
+        .await;
+    assert_eq!(one.response_code(), ResponseCode::SUCCESS);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while b.broker.state().timers.stats().pending < 1 {
+        assert!(std::time::Instant::now() < deadline, "timer not read in");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let full = b
+        .invoke(send_request("Tr", 0, b"y", "TIMER_DELAY_SEC\u{1}3600\u{2}"))
+        .await;
+    assert_eq!(full.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(full.remark.unwrap().contains("timerMaxPending is 1"));
+    b.broker.shutdown().await;
+
+    let off = TestBroker::start(&[("timerWheelEnable", "false")]).await;
+    let refused = off
+        .invoke(send_request("Tr", 0, b"x", "TIMER_DELAY_SEC\u{1}5\u{2}"))
+        .await;
+    assert_eq!(refused.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert_eq!(
+        refused.remark.as_deref(),
+        Some("accurate timer message is not enabled, timerWheelEnable is false")
+    );
+    off.broker.shutdown().await;
+}

@@ -58,6 +58,9 @@ pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 /// The system topic that holds delay-level messages until they are due,
 /// one queue per level (queue id = level - 1).
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// The system topic that holds timer messages until they are due (one
+/// queue; the consume queue's tags code is the due time).
+pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
 /// Number of queues of a dead-letter topic.
 pub const DLQ_QUEUE_NUMS: i32 = 1;
 

@@ -74,6 +74,10 @@ pub mod keys {
     pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
     /// Timer message: delay in milliseconds from the store time.
     pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+    /// Timer message: when the broker delivers it (ms since the epoch).
+    pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+    /// Timer message: when the broker moved it to its topic.
+    pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
     /// Number of messages in an inner batch.
     pub const INNER_NUM: &str = "INNER_NUM";
     /// Base queue offset of an inner batch.

@@ -9,7 +9,8 @@ use std::{
 
 use message_model::{
     flags::{
-        transaction_type, SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+        transaction_type, SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_PREPARED_TYPE,
+        TRANSACTION_ROLLBACK_TYPE,
     },
     properties::{self, keys},
     record::{self, Record, StoredMessage},
@@ -109,6 +110,10 @@ impl Inner {
             size: m.total_size as i32,
             tags_code: if m.topic == SCHEDULE_TOPIC {
                 deliver_timestamp(m, &self.delay_levels_ms)
+            } else if m.topic == TIMER_TOPIC {
+                properties::find(m.properties, keys::TIMER_OUT_MS)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(m.store_timestamp)
             } else {
                 tags_code(m.properties)
             },

@@ -95,7 +95,12 @@ fn refused(code: Code, message: String) -> Refused {
     Refused { code, message }
 }
 
-/// Checks a produced message and encodes its stored properties.
+/// Farthest `delivery_timestamp` accepted, from now (the RocketMQ proxy's
+/// default `maxDelayTimeMills`, one day).
+pub const MAX_DELIVERY_DELAY_MS: i64 = 86_400_000;
+
+/// Checks a produced message and encodes its stored properties; a DELAY
+/// message's `delivery_timestamp` becomes `TIMER_DELIVER_MS`.
 ///
 /// # Errors
 /// [`Refused`] naming the field at fault.
@@ -123,6 +128,7 @@ pub fn properties_for_send(message: &Message, max_body: usize) -> Result<String,
             ),
         ));
     }
+    let mut delivery_ms = None;
     match MessageType::try_from(sys.message_type).unwrap_or(MessageType::Unspecified) {
         MessageType::Unspecified | MessageType::Normal | MessageType::Fifo => {}
         MessageType::Delay => {
@@ -130,12 +136,13 @@ pub fn properties_for_send(message: &Message, max_body: usize) -> Result<String,
                 .delivery_timestamp
                 .as_ref()
                 .map_or(0, |t| t.seconds * 1000 + i64::from(t.nanos) / 1_000_000);
-            if due > message_model::now_ms() {
+            if due - message_model::now_ms() > MAX_DELIVERY_DELAY_MS {
                 return Err(refused(
-                    Code::Unsupported,
-                    "delay messages are not supported by this broker; send NORMAL messages".into(),
+                    Code::IllegalDeliveryTime,
+                    format!("the max delay time of message is too large, max is {MAX_DELIVERY_DELAY_MS}"),
                 ));
             }
+            delivery_ms = Some(due);
         }
         other => {
             return Err(refused(
@@ -198,6 +205,10 @@ pub fn properties_for_send(message: &Message, max_body: usize) -> Result<String,
         put(keys::SHARDING_KEY, group)?;
     }
     put(BORN_HOST_TEXT, &sys.born_host)?;
+    if let Some(due) = delivery_ms {
+        // A timer message (or, when already due, a plain one).
+        put(keys::TIMER_DELIVER_MS, &due.to_string())?;
+    }
     put(keys::WAIT_STORE_MSG_OK, "true")?;
     Ok(props.encode())
 }

@@ -324,6 +324,16 @@ fn to_message(
         .map(|b| format!("{b:02X}"))
         .collect();
     let group = props.get(keys::SHARDING_KEY).map(str::to_owned);
+    // As RocketMQ's proxy: TIMER_DELAY_SEC from now, else TIMER_DELIVER_MS.
+    let delivery = props
+        .get(keys::TIMER_DELAY_SEC)
+        .and_then(|s| s.parse::<i64>().ok())
+        .map(|s| message_model::now_ms() + s * 1000)
+        .or_else(|| {
+            props
+                .get(keys::TIMER_DELIVER_MS)
+                .and_then(|v| v.parse::<i64>().ok())
+        });
     let message_id = props
         .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         .map(str::to_owned)
@@ -347,6 +357,8 @@ fn to_message(
         body_encoding: Encoding::Identity as i32,
         message_type: if group.is_some() {
             MessageType::Fifo
+        } else if delivery.is_some() || props.get(keys::DELAY_TIME_LEVEL).is_some() {
+            MessageType::Delay
         } else {
             MessageType::Normal
         } as i32,
@@ -356,7 +368,7 @@ fn to_message(
             .map_or_else(|| m.born_host.ip().to_string(), str::to_owned),
         store_timestamp: Some(timestamp(m.store_timestamp)),
         store_host: m.store_host.to_string(),
-        delivery_timestamp: None,
+        delivery_timestamp: delivery.map(timestamp),
         receipt_handle: Some(p.receipt_handle.clone()),
         queue_id: p.queue_id,
         queue_offset: Some(p.queue_offset),

@@ -25,6 +25,7 @@ use crate::{
     request::Job,
     schedule::{delay_request, to_schedule, DelayRequest},
     state::BrokerState,
+    timer::{timer_request, to_timer, TimerRequest},
     topics::validate_topic_name,
 };
 
@@ -217,9 +218,13 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
                 )
             }
         };
+        let now = message_model::now_ms();
         let delayed = std::iter::once(header.properties.as_deref().unwrap_or(""))
             .chain(entries.iter().map(|e| e.properties.as_str()))
-            .any(|p| delay_request(p, header.sys_flag, max_level) != DelayRequest::None);
+            .any(|p| {
+                delay_request(p, header.sys_flag, max_level) != DelayRequest::None
+                    || timer_request(&header.topic, p, now, i64::MAX) != TimerRequest::None
+            });
         if delayed {
             return Appended::Refused(req.response_to(
                 ResponseCode::MESSAGE_ILLEGAL,
@@ -246,7 +251,7 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
         let mut msg = base(req.body.clone(), header.flag, props);
         if to_dlq {
             clear_delay(&mut msg);
-        } else if let Err(refused) = apply_delay(&mut msg, max_level) {
+        } else if let Err(refused) = apply_timing(state, &mut msg, max_level) {
             return Appended::Refused(refused.answer(req));
         }
         (state.store.append_message(&msg), key)
@@ -385,6 +390,47 @@ pub(super) fn apply_delay(msg: &mut MessageToStore, max_level: i32) -> Result<()
                 "the DELAY property {text:?} is not a delay level: 1..={max_level}, or 0 for none"
             ),
         )),
+    }
+}
+
+/// Moves a message with a `DELAY` level into the schedule topic, or one
+/// with timer properties due later into the timer topic; refuses what
+/// cannot be honoured.
+fn apply_timing(
+    state: &BrokerState,
+    msg: &mut MessageToStore,
+    max_level: i32,
+) -> Result<(), Refusal> {
+    if delay_request(&msg.properties, msg.sys_flag, max_level) != DelayRequest::None {
+        return apply_delay(msg, max_level);
+    }
+    let cfg = state.config();
+    let max_delay_ms = (cfg.broker.timer_max_delay_sec as i64).saturating_mul(1000);
+    match timer_request(
+        &msg.topic,
+        &msg.properties,
+        message_model::now_ms(),
+        max_delay_ms,
+    ) {
+        TimerRequest::None => Ok(()),
+        TimerRequest::Illegal(remark) => Err(Refusal::new(ResponseCode::MESSAGE_ILLEGAL, remark)),
+        TimerRequest::At(_) if !cfg.broker.timer_wheel_enable => Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            "accurate timer message is not enabled, timerWheelEnable is false",
+        )),
+        TimerRequest::At(_) if !state.timers.has_room() => Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            format!(
+                "timer message flow control: {} timers are waiting, timerMaxPending is {}; \
+                 retry once some are delivered",
+                state.timers.stats().pending,
+                state.timers.max_pending()
+            ),
+        )),
+        TimerRequest::At(due) => {
+            to_timer(msg, due);
+            Ok(())
+        }
     }
 }
 

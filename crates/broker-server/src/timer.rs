@@ -1,0 +1,561 @@
+//! Timer messages (RocketMQ 5's `TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,
+//! `TIMER_DELAY_MS`, and gRPC's `delivery_timestamp`): delivered at a given
+//! instant rather than after a delay level.
+//!
+//! A send with one of those properties and a due time in the future is
+//! stored in the system topic `rmq_sys_wheel_timer` (queue 0) with its due
+//! time in `TIMER_OUT_MS` and its real topic and queue in
+//! `REAL_TOPIC`/`REAL_QID`; the store indexes it with the due time as the
+//! consume queue's tags code. The `timer-wheel` thread reads that queue into
+//! an in-memory wheel ordered by due time and, at each due instant, stores
+//! the message again in its real topic.
+//!
+//! The timer queue itself is the durable part: the thread's progress is
+//! written to `<storePathRootDir>/config/timerProgress.json` — how far the
+//! queue was read, how far in time messages were delivered, and the oldest
+//! queue offset still pending. After a restart the wheel is rebuilt from
+//! that offset: an entry due after the delivered time is pending, one due
+//! before it was delivered; entries never read are read as new ones, so
+//! messages that fell due while the broker was down go out at once. A crash
+//! delivers again what was delivered after the last progress write (at
+//! least once).
+//!
+//! # Invariants
+//! - Every entry of the timer queue below `enqueue_offset` whose due time is
+//!   at or before `delivered_until` has been delivered; every other entry
+//!   below it is in the wheel.
+//! - The wheel holds at most `timerMaxPending` entries (beyond that, sends
+//!   of timer messages are refused).
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Condvar, Mutex, PoisonError,
+    },
+    time::{Duration, Instant},
+};
+
+use message_model::{
+    flags::TIMER_TOPIC,
+    properties::{keys, Properties},
+    record::{self, Record},
+    MessageToStore,
+};
+use serde::{Deserialize, Serialize};
+use store::MessageStore;
+
+use crate::persist;
+
+/// What a send's timer properties ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimerRequest {
+    /// Not a timer message, or due already: store it as it is.
+    None,
+    /// Deliver at this instant (ms since the epoch).
+    At(i64),
+    /// The properties are not valid: the answer's remark.
+    Illegal(String),
+}
+
+/// Reads a message's timer properties as RocketMQ does: `TIMER_DELAY_SEC`,
+/// else `TIMER_DELAY_MS`, else `TIMER_DELIVER_MS`; a message already on the
+/// timer topic or already carrying `TIMER_OUT_MS` is not a new timer.
+pub fn timer_request(
+    topic: &str,
+    properties: &str,
+    now_ms: i64,
+    max_delay_ms: i64,
+) -> TimerRequest {
+    use message_model::properties::find;
+    if topic == TIMER_TOPIC || find(properties, keys::TIMER_OUT_MS).is_some() {
+        return TimerRequest::None;
+    }
+    let parse = |key: &'static str| find(properties, key).map(|v| (key, v.trim().parse::<i64>()));
+    let due = match parse(keys::TIMER_DELAY_SEC)
+        .or_else(|| parse(keys::TIMER_DELAY_MS))
+        .or_else(|| parse(keys::TIMER_DELIVER_MS))
+    {
+        None => return TimerRequest::None,
+        Some((key, Err(_))) => {
+            return TimerRequest::Illegal(format!("timer message illegal: {key} is not a number"))
+        }
+        Some((key, Ok(v))) if key == keys::TIMER_DELAY_SEC => {
+            now_ms.saturating_add(v.saturating_mul(1000))
+        }
+        Some((key, Ok(v))) if key == keys::TIMER_DELAY_MS => now_ms.saturating_add(v),
+        Some((_, Ok(v))) => v,
+    };
+    if due <= now_ms {
+        return TimerRequest::None;
+    }
+    if due - now_ms > max_delay_ms {
+        return TimerRequest::Illegal(format!(
+            "timer message illegal, the delay time should not be bigger than the max delay {max_delay_ms}ms; \
+             or if set del msg, the delay time should be bigger than the current time"
+        ));
+    }
+    TimerRequest::At(due)
+}
+
+/// Moves a message into the timer topic, due at `due_ms`.
+pub fn to_timer(msg: &mut MessageToStore, due_ms: i64) {
+    let mut props = Properties::decode(&msg.properties);
+    // Numbers and topic names hold no separator, so these cannot fail.
+    let _ = props.insert(keys::TIMER_OUT_MS, due_ms.to_string());
+    let _ = props.insert(keys::REAL_TOPIC, msg.topic.as_str());
+    let _ = props.insert(keys::REAL_QUEUE_ID, msg.queue_id.to_string());
+    msg.properties = props.encode();
+    msg.topic = TIMER_TOPIC.to_owned();
+    msg.queue_id = 0;
+}
+
+/// The message a due timer entry becomes: the stored record moved back to
+/// its real topic and queue, stamped with `TIMER_DEQUEUE_MS`. `None` for a
+/// record without a real topic.
+fn from_timer(record: &[u8], now_ms: i64) -> Option<MessageToStore> {
+    let Record::Message(m) = record::check(record, false) else {
+        return None;
+    };
+    let mut props = Properties::decode(m.properties);
+    let topic = props.remove(keys::REAL_TOPIC)?;
+    let queue_id = props.remove(keys::REAL_QUEUE_ID)?.parse().ok()?;
+    let _ = props.insert(keys::TIMER_DEQUEUE_MS, now_ms.to_string());
+    let _ = props.insert(keys::WAIT_STORE_MSG_OK, "false");
+    Some(MessageToStore {
+        topic,
+        queue_id,
+        flag: m.flag,
+        sys_flag: m.sys_flag,
+        born_timestamp: m.born_timestamp,
+        born_host: m.born_host,
+        store_host: m.store_host,
+        reconsume_times: m.reconsume_times,
+        prepared_transaction_offset: m.prepared_transaction_offset,
+        body: bytes::Bytes::copy_from_slice(m.body),
+        properties: props.encode(),
+    })
+}
+
+/// One pending timer: where its message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    commit_log_offset: i64,
+}
+
+/// The thread's progress, as written to `timerProgress.json`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Progress {
+    /// Timer-queue entries below this offset were read into the wheel.
+    enqueue_offset: i64,
+    /// Entries due at or before this instant were delivered.
+    delivered_until: i64,
+    /// No entry below this offset is pending.
+    floor_offset: i64,
+}
+
+#[derive(Debug, Default)]
+struct Wheel {
+    /// (due ms, timer-queue offset) → the message.
+    pending: BTreeMap<(i64, i64), Pending>,
+    progress: Progress,
+}
+
+/// Figures of the timer wheel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimerStats {
+    /// Timers waiting.
+    pub pending: usize,
+    /// Timers delivered since start.
+    pub delivered: u64,
+    /// Delivered timers that were late by more than 100 ms.
+    pub late: u64,
+}
+
+/// The timer wheel.
+#[derive(Debug)]
+pub struct TimerWheel {
+    wheel: Mutex<Wheel>,
+    pending: AtomicUsize,
+    delivered: AtomicU64,
+    late: AtomicU64,
+    max_pending: usize,
+    path: PathBuf,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// How long the thread sleeps at most when nothing is due sooner.
+const IDLE: Duration = Duration::from_millis(100);
+
+impl TimerWheel {
+    /// Loads the progress from `config_dir` (missing: from the start). The
+    /// wheel itself is rebuilt by [`TimerWheel::recover`].
+    ///
+    /// # Errors
+    /// The file exists but cannot be read or parsed.
+    pub fn load(config_dir: &Path, max_pending: usize) -> std::io::Result<Self> {
+        let path = config_dir.join("timerProgress.json");
+        let progress: Progress = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Progress::default(),
+            Err(e) => return Err(e),
+        };
+        Ok(Self {
+            wheel: Mutex::new(Wheel {
+                pending: BTreeMap::new(),
+                progress,
+            }),
+            pending: AtomicUsize::new(0),
+            delivered: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            max_pending,
+            path,
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        })
+    }
+
+    /// Rebuilds the wheel from the timer queue: entries between the oldest
+    /// pending one and the last one read that are due after the delivered
+    /// instant.
+    pub fn recover(&self, store: &MessageStore) {
+        let mut w = self.lock();
+        let min = store.min_offset_in_queue(TIMER_TOPIC, 0);
+        let max = store.max_offset_in_queue(TIMER_TOPIC, 0);
+        let p = &mut w.progress;
+        p.enqueue_offset = p.enqueue_offset.clamp(min, max);
+        p.floor_offset = p.floor_offset.clamp(min, p.enqueue_offset);
+        let (from, to, delivered_until) = (p.floor_offset, p.enqueue_offset, p.delivered_until);
+        for offset in from..to {
+            let Some(e) = store.queue_entry(TIMER_TOPIC, 0, offset) else {
+                continue;
+            };
+            if e.tags_code > delivered_until {
+                w.pending.insert(
+                    (e.tags_code, offset),
+                    Pending {
+                        commit_log_offset: e.commit_log_offset,
+                    },
+                );
+            }
+        }
+        self.pending.store(w.pending.len(), Ordering::Relaxed);
+        if !w.pending.is_empty() {
+            tracing::info!(pending = w.pending.len(), from, to, "timer wheel recovered");
+        }
+    }
+
+    /// Whether another timer may be accepted (the wheel is not full).
+    pub fn has_room(&self) -> bool {
+        self.pending.load(Ordering::Relaxed) < self.max_pending
+    }
+
+    /// The most timers the wheel holds.
+    pub fn max_pending(&self) -> usize {
+        self.max_pending
+    }
+
+    /// Current figures.
+    pub fn stats(&self) -> TimerStats {
+        TimerStats {
+            pending: self.pending.load(Ordering::Relaxed),
+            delivered: self.delivered.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Reads new timer-queue entries into the wheel (delivering at once
+    /// those already due) and delivers every entry due at `now_ms`; returns
+    /// when the next entry is due. A store refusal leaves the entry pending.
+    pub fn advance(&self, store: &MessageStore, now_ms: i64) -> Option<i64> {
+        let mut w = self.lock();
+        let max = store.max_offset_in_queue(TIMER_TOPIC, 0);
+        while w.progress.enqueue_offset < max {
+            let offset = w.progress.enqueue_offset;
+            let Some(e) = store.queue_entry(TIMER_TOPIC, 0, offset) else {
+                break;
+            };
+            w.pending.insert(
+                (e.tags_code, offset),
+                Pending {
+                    commit_log_offset: e.commit_log_offset,
+                },
+            );
+            w.progress.enqueue_offset = offset + 1;
+        }
+        loop {
+            let Some((&(due, offset), &entry)) = w.pending.first_key_value() else {
+                w.progress.delivered_until = w.progress.delivered_until.max(now_ms);
+                break;
+            };
+            if due > now_ms {
+                w.progress.delivered_until = w.progress.delivered_until.max(now_ms);
+                self.pending.store(w.pending.len(), Ordering::Relaxed);
+                return Some(due);
+            }
+            if let Err(e) = self.deliver(store, entry, due, now_ms) {
+                tracing::warn!(offset, cause = %e, "cannot deliver a timer message; retrying");
+                // Everything due before this one is out; lowering the mark
+                // (for an entry read after its due time) only weakens it.
+                w.progress.delivered_until = due - 1;
+                self.pending.store(w.pending.len(), Ordering::Relaxed);
+                return Some(now_ms + IDLE.as_millis() as i64);
+            }
+            w.pending.remove(&(due, offset));
+        }
+        self.pending.store(w.pending.len(), Ordering::Relaxed);
+        None
+    }
+
+    fn deliver(
+        &self,
+        store: &MessageStore,
+        entry: Pending,
+        due: i64,
+        now_ms: i64,
+    ) -> Result<(), store::PutError> {
+        let msg = u64::try_from(entry.commit_log_offset)
+            .ok()
+            .and_then(|o| store.lookup_message(o))
+            .and_then(|r| from_timer(&r, now_ms));
+        let Some(msg) = msg else {
+            tracing::error!(
+                commit_log_offset = entry.commit_log_offset,
+                "timer entry without a readable message or real topic; skipped"
+            );
+            return Ok(());
+        };
+        store.put_message(&msg)?;
+        self.delivered.fetch_add(1, Ordering::Relaxed);
+        if now_ms - due > 100 {
+            self.late.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes the progress (and the oldest pending offset).
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn persist(&self) -> std::io::Result<()> {
+        let progress = {
+            let mut w = self.lock();
+            let floor = w
+                .pending
+                .keys()
+                .map(|&(_, offset)| offset)
+                .min()
+                .unwrap_or(w.progress.enqueue_offset);
+            w.progress.floor_offset = floor;
+            w.progress
+        };
+        let text = serde_json::to_vec(&progress).map_err(std::io::Error::other)?;
+        persist::write_atomically(&self.path, &text)
+    }
+
+    /// Rebuilds the wheel ([`TimerWheel::recover`]), then runs it until
+    /// [`TimerWheel::stop`]: sleeps until the next
+    /// entry is due (at most 100 ms, or until [`TimerWheel::poke`]), and
+    /// writes the progress every `persist_every`.
+    pub fn run(&self, store: &MessageStore, persist_every: Duration) {
+        self.recover(store);
+        let mut persisted = Instant::now();
+        loop {
+            let next = self.advance(store, message_model::now_ms());
+            if persisted.elapsed() >= persist_every {
+                persisted = Instant::now();
+                if let Err(e) = self.persist() {
+                    tracing::error!(cause = %e, "cannot persist the timer progress");
+                }
+            }
+            let wait = next.map_or(IDLE, |due| {
+                Duration::from_millis((due - message_model::now_ms()).clamp(0, 100) as u64)
+            });
+            let stopped = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
+            if *stopped {
+                break;
+            }
+            let (stopped, _) = self
+                .wake
+                .wait_timeout(stopped, wait)
+                .unwrap_or_else(PoisonError::into_inner);
+            if *stopped {
+                break;
+            }
+        }
+        if let Err(e) = self.persist() {
+            tracing::error!(cause = %e, "cannot persist the timer progress");
+        }
+    }
+
+    /// Wakes the thread: a timer message arrived.
+    pub fn poke(&self) {
+        self.wake.notify_all();
+    }
+
+    /// Ends [`TimerWheel::run`].
+    pub fn stop(&self) {
+        *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.wake.notify_all();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Wheel> {
+        self.wheel.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::StoreConfig;
+
+    const DAY: i64 = 86_400_000;
+
+    fn message(props: &str) -> MessageToStore {
+        MessageToStore {
+            topic: "T".into(),
+            queue_id: 1,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            store_host: "127.0.0.1:2".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: bytes::Bytes::from_static(b"b"),
+            properties: props.into(),
+        }
+    }
+
+    #[test]
+    fn timer_properties_are_read_as_rocketmq_reads_them() {
+        let now = 1_000_000;
+        let max = 3 * DAY;
+        let at = |p: &str| timer_request("T", p, now, max);
+        assert_eq!(at(""), TimerRequest::None);
+        assert_eq!(
+            at("TIMER_DELAY_SEC\u{1}5\u{2}"),
+            TimerRequest::At(now + 5_000)
+        );
+        assert_eq!(
+            at("TIMER_DELAY_MS\u{1}250\u{2}"),
+            TimerRequest::At(now + 250)
+        );
+        assert_eq!(
+            at("TIMER_DELIVER_MS\u{1}1000500\u{2}TIMER_DELAY_SEC\u{1}1\u{2}"),
+            TimerRequest::At(now + 1_000),
+            "TIMER_DELAY_SEC first"
+        );
+        assert_eq!(
+            at("TIMER_DELIVER_MS\u{1}999\u{2}"),
+            TimerRequest::None,
+            "due already"
+        );
+        assert!(matches!(
+            at("TIMER_DELAY_MS\u{1}soon\u{2}"),
+            TimerRequest::Illegal(_)
+        ));
+        let TimerRequest::Illegal(remark) = at(&format!("TIMER_DELAY_MS\u{1}{}\u{2}", max + 1))
+        else {
+            panic!("too long a delay accepted")
+        };
+        assert!(remark.contains("max delay 259200000ms"), "{remark}");
+        assert_eq!(
+            timer_request(TIMER_TOPIC, "TIMER_DELAY_SEC\u{1}5\u{2}", now, max),
+            TimerRequest::None
+        );
+        assert_eq!(
+            at("TIMER_OUT_MS\u{1}5\u{2}TIMER_DELAY_SEC\u{1}5\u{2}"),
+            TimerRequest::None,
+            "already a delivered timer"
+        );
+    }
+
+    fn open(dir: &Path) -> MessageStore {
+        MessageStore::open(StoreConfig {
+            mapped_file_size_commit_log: 1 << 20,
+            max_message_size: 64 * 1024,
+            ..StoreConfig::with_root(dir.join("store"))
+        })
+        .unwrap()
+    }
+
+    fn wait_indexed(store: &MessageStore, topic: &str, queue: i32, n: i64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.max_offset_in_queue(topic, queue) < n {
+            assert!(Instant::now() < deadline, "{topic} not indexed");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn timers_fire_in_due_order_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        let store = open(dir.path());
+        let wheel = TimerWheel::load(&config, 100).unwrap();
+        wheel.recover(&store);
+        let base = message_model::now_ms() + 60_000;
+        // Sent out of due order.
+        for (i, due) in [base + 300, base + 100, base + 200, base + 10_000]
+            .iter()
+            .enumerate()
+        {
+            let mut m = message(&format!("KEYS\u{1}k{i}\u{2}"));
+            to_timer(&mut m, *due);
+            store.put_message(&m).unwrap();
+        }
+        wait_indexed(&store, TIMER_TOPIC, 0, 4);
+        assert_eq!(wheel.advance(&store, base), Some(base + 100));
+        assert_eq!(wheel.stats().pending, 4);
+        assert_eq!(wheel.advance(&store, base + 250), Some(base + 300));
+        assert_eq!(wheel.stats().delivered, 2);
+        wheel.persist().unwrap();
+
+        // Restart: the two delivered stay delivered, the two others pending.
+        let again = TimerWheel::load(&config, 100).unwrap();
+        again.recover(&store);
+        assert_eq!(again.stats().pending, 2);
+        assert_eq!(again.advance(&store, base + 20_000), None);
+        assert_eq!(again.stats().delivered, 2);
+        wait_indexed(&store, "T", 1, 4);
+        let keys: Vec<String> = (0..4)
+            .map(|i| {
+                let e = store.queue_entry("T", 1, i).unwrap();
+                let r = store.lookup_message(e.commit_log_offset as u64).unwrap();
+                let Record::Message(m) = record::check(&r, false) else {
+                    panic!("not a message")
+                };
+                assert!(message_model::properties::find(m.properties, keys::REAL_TOPIC).is_none());
+                message_model::properties::find(m.properties, keys::KEYS)
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(keys, ["k1", "k2", "k0", "k3"], "due order");
+        store.shutdown();
+    }
+
+    #[test]
+    fn a_full_wheel_has_no_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let wheel = TimerWheel::load(&dir.path().join("config"), 1).unwrap();
+        assert!(wheel.has_room());
+        let mut m = message("");
+        to_timer(&mut m, message_model::now_ms() + 60_000);
+        store.put_message(&m).unwrap();
+        wait_indexed(&store, TIMER_TOPIC, 0, 1);
+        wheel.advance(&store, message_model::now_ms());
+        assert!(!wheel.has_room());
+        store.shutdown();
+    }
+}
