@@ -127,6 +127,35 @@ impl E2eEnv {
     }
 }
 
+impl E2eEnv {
+    /// Creates (or replaces) a subscription group on both brokers with
+    /// `consumeMessageOrderly` set, so that its gRPC consumers get FIFO
+    /// delivery.
+    ///
+    /// # Errors
+    /// When a broker refuses.
+    pub async fn create_orderly_group(&self, group: &str) -> Result<()> {
+        let client = RemotingClient::new(ClientOptions::default());
+        for addr in &self.brokers {
+            let body = format!(r#"{{"groupName":"{group}","consumeMessageOrderly":true}}"#);
+            let req = RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+                .with_body(body.into_bytes());
+            let resp = client
+                .invoke(addr, req, Duration::from_secs(5))
+                .await
+                .with_context(|| format!("create group {group} on {addr}"))?;
+            ensure!(
+                resp.response_code() == ResponseCode::SUCCESS,
+                "create group {group} on {addr}: {:?} {:?}",
+                resp.response_code(),
+                resp.remark
+            );
+        }
+        client.close_all().await;
+        Ok(())
+    }
+}
+
 /// A name unique to this run: `prefix` plus the time in ms.
 pub fn unique(prefix: &str) -> String {
     let ms = SystemTime::now()

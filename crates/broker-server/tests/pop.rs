@@ -107,6 +107,20 @@ impl Fixture {
         invisible_ms: u64,
         now: i64,
     ) -> Result<Vec<PoppedMessage>, PopError> {
+        self.pop_request(pop, queues, filter, max, invisible_ms, now, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pop_request(
+        &self,
+        pop: &PopService,
+        queues: &[i32],
+        filter: &TagFilter,
+        max: usize,
+        invisible_ms: u64,
+        now: i64,
+        fifo: bool,
+    ) -> Result<Vec<PoppedMessage>, PopError> {
         pop.pop(
             &self.store,
             &PopRequest {
@@ -116,9 +130,21 @@ impl Fixture {
                 filter,
                 max_messages: max,
                 invisible: Duration::from_millis(invisible_ms),
+                fifo,
             },
             now,
         )
+    }
+
+    fn pop_fifo(
+        &self,
+        queues: &[i32],
+        max: usize,
+        invisible_ms: u64,
+        now: i64,
+    ) -> Vec<PoppedMessage> {
+        self.pop_request(&self.pop, queues, &self.all, max, invisible_ms, now, true)
+            .unwrap()
     }
 
     fn pop(&self, queues: &[i32], max: usize, invisible_ms: u64, now: i64) -> Vec<PoppedMessage> {
@@ -184,6 +210,36 @@ fn pops_spread_over_all_queues_and_respect_the_batch_limits() {
         .map(|m| m.receipt_handle.as_str())
         .collect();
     assert_eq!(handles.len(), 20, "handles are unique");
+}
+
+#[test]
+fn a_fifo_group_gets_nothing_new_from_a_queue_until_its_messages_are_acknowledged() {
+    let f = Fixture::new(PopLimits::default());
+    assert!(f.pop_fifo(&[0, 1], 32, 1000, T0).is_empty());
+    for i in 0..3 {
+        send(&f.store, "T", 0, None, &format!("q0-{i}"));
+    }
+    send(&f.store, "T", 1, None, "q1-0");
+    let first = f.pop_fifo(&[0], 1, 1000, T0);
+    assert_eq!(bodies(&first), BTreeSet::from(["q0-0".to_owned()]));
+    // Queue 0 is blocked while q0-0 is in flight; queue 1 is not.
+    let second = f.pop_fifo(&[0, 1], 32, 1000, T0);
+    assert_eq!(bodies(&second), BTreeSet::from(["q1-0".to_owned()]));
+    assert!(f.pop_fifo(&[0, 1], 32, 1000, T0).is_empty());
+    // Not acknowledged in time: the same message again, never the next one.
+    let again = f.pop_fifo(&[0, 1], 32, 1000, T0 + 1000);
+    let again_q0: Vec<String> = again.iter().filter(|m| m.queue_id == 0).map(body).collect();
+    assert_eq!(again_q0, ["q0-0"]);
+    let handle = again.iter().find(|m| m.queue_id == 0).unwrap();
+    f.pop
+        .ack("G", "T", &handle.receipt_handle, T0 + 1001)
+        .unwrap();
+    let next = f.pop_fifo(&[0], 32, 1000, T0 + 1001);
+    assert_eq!(
+        next.iter().map(body).collect::<Vec<_>>(),
+        ["q0-1", "q0-2"],
+        "in order, once the queue is free"
+    );
 }
 
 #[test]

@@ -121,6 +121,8 @@ struct Receive {
     batch: usize,
     invisible: Duration,
     budget: Duration,
+    /// The group consumes in order (`consumeMessageOrderly`).
+    fifo: bool,
 }
 
 fn check(
@@ -176,13 +178,17 @@ fn check(
     };
     let requested_poll = req.long_polling_timeout.as_ref().and_then(to_duration);
     Ok(Receive {
-        group,
         topic,
         queue_ids: (0..config.read_queue_nums).collect(),
         filter,
         batch: usize::try_from(req.batch_size).unwrap_or(1).max(1),
         invisible,
         budget: poll_budget(requested_poll, call_timeout),
+        fifo: state
+            .subscriptions
+            .get(&group)
+            .is_some_and(|g| g.consume_message_orderly),
+        group,
     })
 }
 
@@ -223,6 +229,7 @@ pub async fn receive(
                     filter: &r.filter,
                     max_messages: r.batch,
                     invisible: r.invisible,
+                    fifo: r.fifo,
                 };
                 state.pop.pop(&state.store, &req, message_model::now_ms())
             })

@@ -118,7 +118,11 @@ impl GrpcService {
                     id: 0,
                     endpoints: Some(endpoints.clone()),
                 }),
-                accept_message_types: vec![MessageType::Normal as i32, MessageType::Fifo as i32],
+                accept_message_types: vec![
+                    MessageType::Normal as i32,
+                    MessageType::Fifo as i32,
+                    MessageType::Delay as i32,
+                ],
             })
             .collect()
     }
@@ -517,11 +521,19 @@ impl MessagingService for GrpcService {
         );
         let (tx, rx) = mpsc::channel(telemetry::STREAM_CHANNEL_CAPACITY);
         let max_body = self.state.config().store.max_message_size;
+        let state = Arc::clone(&self.state);
+        let fifo_group = move |group: &str| {
+            state
+                .subscriptions
+                .get(group)
+                .is_some_and(|g| g.consume_message_orderly)
+        };
         tokio::spawn(telemetry::serve_stream(
             request.into_inner(),
             tx,
             client,
             max_body,
+            fifo_group,
             self.shutdown.clone(),
         ));
         Ok(Response::new(ReceiverStream::new(rx)))

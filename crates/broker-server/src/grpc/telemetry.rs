@@ -62,7 +62,7 @@ fn consumer_backoff() -> RetryPolicy {
 
 /// The broker's answer to a client's settings: the client's own values
 /// echoed, the broker-owned ones filled in.
-pub fn settings_reply(client: &Settings, max_body_size: usize) -> Settings {
+pub fn settings_reply(client: &Settings, max_body_size: usize, fifo: bool) -> Settings {
     let mut out = client.clone();
     let max_body = i32::try_from(max_body_size).unwrap_or(i32::MAX);
     let consumer = matches!(out.pub_sub, Some(PubSub::Subscription(_)))
@@ -78,7 +78,7 @@ pub fn settings_reply(client: &Settings, max_body_size: usize) -> Settings {
             p.validate_message_type = true;
         }
         Some(PubSub::Subscription(s)) => {
-            s.fifo = Some(false);
+            s.fifo = Some(fifo);
             s.receive_batch_size = Some(RECEIVE_BATCH_SIZE);
             s.long_polling_timeout = Some(duration(LONG_POLLING_TIMEOUT));
         }
@@ -103,6 +103,7 @@ pub async fn serve_stream(
     tx: mpsc::Sender<Result<TelemetryCommand, tonic::Status>>,
     client_id: String,
     max_body_size: usize,
+    fifo_group: impl Fn(&str) -> bool + Send + 'static,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -114,9 +115,19 @@ pub async fn serve_stream(
             Ok(Some(cmd)) => match cmd.command {
                 Some(Command::Settings(settings)) => {
                     tracing::debug!(client = %client_id, "telemetry settings received");
+                    let fifo = match &settings.pub_sub {
+                        Some(PubSub::Subscription(s)) => {
+                            s.group.as_ref().is_some_and(|g| fifo_group(&g.name))
+                        }
+                        _ => false,
+                    };
                     let reply = TelemetryCommand {
                         status: Some(ok()),
-                        command: Some(Command::Settings(settings_reply(&settings, max_body_size))),
+                        command: Some(Command::Settings(settings_reply(
+                            &settings,
+                            max_body_size,
+                            fifo,
+                        ))),
                     };
                     let sent = tokio::select! {
                         () = shutdown.cancelled() => break,
@@ -161,7 +172,7 @@ mod tests {
             })),
             ..Settings::default()
         };
-        let reply = settings_reply(&client, 4 * 1024 * 1024);
+        let reply = settings_reply(&client, 4 * 1024 * 1024, false);
         let Some(PubSub::Publishing(p)) = &reply.pub_sub else {
             panic!("publishing echoed: {reply:?}");
         };
@@ -184,7 +195,7 @@ mod tests {
             pub_sub: Some(PubSub::Subscription(Subscription::default())),
             ..Settings::default()
         };
-        let reply = settings_reply(&client, 1024);
+        let reply = settings_reply(&client, 1024, false);
         let Some(PubSub::Subscription(s)) = &reply.pub_sub else {
             panic!("subscription echoed");
         };

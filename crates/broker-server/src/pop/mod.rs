@@ -122,6 +122,9 @@ pub struct PopRequest<'a> {
     pub max_messages: usize,
     /// How long the returned messages stay invisible.
     pub invisible: Duration,
+    /// The group consumes in order (gRPC FIFO): a queue with a message in
+    /// flight gives no new one until it is acknowledged or due again.
+    pub fifo: bool,
 }
 
 /// A message handed out by a pop.
@@ -304,7 +307,19 @@ impl PopService {
                 .saturating_sub(gt.inflight);
             let want = (max - pass.out.len()).min(room);
             if want > 0 {
-                self.read_new(&mut pass, &mut gt, req.queue_ids, want);
+                let free: Vec<i32>;
+                let queue_ids = if req.fifo {
+                    free = req
+                        .queue_ids
+                        .iter()
+                        .copied()
+                        .filter(|q| gt.queues.get(q).is_none_or(|s| s.inflight.is_empty()))
+                        .collect();
+                    &free
+                } else {
+                    req.queue_ids
+                };
+                self.read_new(&mut pass, &mut gt, queue_ids, want);
             }
             room
         };
