@@ -241,6 +241,10 @@ pub fn spawn_broker(
 #[derive(Debug)]
 pub struct OwnBroker {
     proc: Proc,
+    bin: PathBuf,
+    port: u16,
+    ns_port: u16,
+    sets: Vec<String>,
     /// Remoting address, `127.0.0.1:port`.
     pub addr: String,
     /// Its embedded name server, `127.0.0.1:port`.
@@ -270,6 +274,10 @@ impl OwnBroker {
         let proc = spawn_broker(&bin, &dir, port, ns_port, &sets)?;
         Ok(Self {
             proc,
+            bin,
+            port,
+            ns_port,
+            sets,
             addr: loopback(port),
             namesrv: loopback(ns_port),
             dir,
@@ -279,6 +287,17 @@ impl OwnBroker {
     /// Whether the process is still running (a crash shows here).
     pub fn is_running(&mut self) -> bool {
         self.proc.is_running()
+    }
+
+    /// Kills the broker with SIGKILL and starts it again on the same store,
+    /// ports and settings.
+    ///
+    /// # Errors
+    /// When the process cannot be killed or does not start again.
+    pub fn kill_and_restart(&mut self) -> Result<()> {
+        self.proc.kill().context("kill -9 the broker")?;
+        self.proc = spawn_broker(&self.bin, &self.dir, self.port, self.ns_port, &self.sets)?;
+        Ok(())
     }
 }
 

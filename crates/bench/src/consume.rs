@@ -421,6 +421,7 @@ mod tests {
             born_timestamp_ms: born,
             reconsume_times: 0,
             commit_log_offset: 0,
+            store_host: std::net::SocketAddr::from(([127, 0, 0, 1], 10911)),
         }
     }
 

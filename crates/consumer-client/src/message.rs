@@ -39,6 +39,8 @@ pub struct MessageExt {
     pub reconsume_times: i32,
     /// Where the broker stored it in its CommitLog (what a send-back names).
     pub commit_log_offset: i64,
+    /// The broker that stored it (its address in message ids).
+    pub store_host: std::net::SocketAddr,
 }
 
 /// Splits a pull response body into messages, each parsed by the record
@@ -92,6 +94,7 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
             born_timestamp_ms: msg.born_timestamp,
             reconsume_times: msg.reconsume_times,
             commit_log_offset: msg.physical_offset,
+            store_host: msg.store_host,
         });
         if msg.total_size == 0 {
             return Err(bad("zero-length record"));

@@ -202,6 +202,7 @@ mod tests {
             born_timestamp_ms: 0,
             reconsume_times: 0,
             commit_log_offset: 0,
+            store_host: std::net::SocketAddr::from(([127, 0, 0, 1], 10911)),
         }
     }
 
