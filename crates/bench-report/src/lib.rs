@@ -37,6 +37,10 @@ pub struct Report {
     pub connections: u32,
     /// Body size of each message.
     pub body_bytes: usize,
+    /// Delay level of every message's `DELAY` property, when it had one;
+    /// left out of the JSON when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_level: Option<u32>,
     /// Unrecorded warm-up, seconds.
     pub warmup_s: f64,
     /// Recorded time, seconds.
@@ -205,6 +209,7 @@ mod tests {
             max_outstanding: Some(10),
             connections: 1,
             body_bytes: 1024,
+            delay_level: None,
             warmup_s: 1.0,
             duration_s: 2.0,
             sent: 200,
@@ -261,8 +266,9 @@ mod tests {
         assert_eq!(v["failed"]["busy"]["TIMEOUT_CLEAN_QUEUE"], 3);
         assert_eq!(v["latency_ms"]["p99"], 1.25);
         assert_eq!(v["in_flight"], serde_json::Value::Null);
-        // Empty gRPC kinds are left out of the JSON.
+        // Empty gRPC kinds and no delay level are left out of the JSON.
         assert!(v["failed"].get("grpc_code").is_none(), "{json}");
+        assert!(v.get("delay_level").is_none(), "{json}");
         let back = Report::from_json(json.as_bytes())?;
         assert_eq!(back.to_json()?, json);
         assert_eq!(back.failed, r.failed);
@@ -281,6 +287,19 @@ mod tests {
         assert_eq!(back.protocol, "remoting");
         assert!(back.failed.grpc_code.is_empty() && back.failed.rpc_status.is_empty());
         assert!(Report::from_json(b"{\"ok\": 1}").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_delay_level_is_written_and_read_back() -> serde_json::Result<()> {
+        let r = Report {
+            delay_level: Some(3),
+            ..report()
+        };
+        let json = r.to_json()?;
+        let v: serde_json::Value = serde_json::from_str(&json)?;
+        assert_eq!(v["delay_level"], 3);
+        assert_eq!(Report::from_json(json.as_bytes())?.delay_level, Some(3));
         Ok(())
     }
 }

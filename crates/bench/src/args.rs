@@ -134,6 +134,12 @@ pub struct ProduceArgs {
     /// Per-request timeout in milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub timeout_ms: u64,
+    /// Put the property `DELAY` = N on every message (remoting only): the
+    /// broker delivers it to the topic after delay level N's delay (level 3
+    /// is 10 s with the default `messageDelayLevel`; levels above the
+    /// highest count as the highest).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub delay_level: Option<u32>,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -157,6 +163,7 @@ impl ProduceArgs {
             duration: Duration::from_secs(self.duration),
             connections: self.connections,
             timeout: Duration::from_millis(self.timeout_ms),
+            delay_level: self.delay_level,
             progress: true,
         };
         let mode = match self.rate {
@@ -368,6 +375,20 @@ mod tests {
         assert_eq!(mode, Mode::Closed { in_flight: 1 });
         assert_eq!(config.protocol, Protocol::Remoting);
         assert_eq!(config.grpc, "127.0.0.1:8081");
+        assert_eq!(config.delay_level, None);
+        Ok(())
+    }
+
+    #[test]
+    fn delay_level_is_one_or_more() -> Result<()> {
+        match command(&["produce", "--delay-level", "3"])? {
+            Some(Command::Produce(p)) => assert_eq!(p.to_run()?.0.delay_level, Some(3)),
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        assert_eq!(parse(&["--delay-level", "18"])?.0.delay_level, Some(18));
+        assert!(parse(&["--delay-level", "0"]).is_err());
+        assert!(parse(&["--delay-level", "-1"]).is_err());
+        assert!(parse(&["--protocol", "grpc", "--delay-level", "3"]).is_err());
         Ok(())
     }
 

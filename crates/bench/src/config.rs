@@ -64,6 +64,11 @@ pub struct Config {
     pub connections: u32,
     /// How long each request waits for its response. Must not be zero.
     pub timeout: Duration,
+    /// Delay level put in every message's `DELAY` property, so that the
+    /// broker holds it in `SCHEDULE_TOPIC_XXXX` for that level's delay
+    /// before storing it in `topic`; `None` sends without the property.
+    /// At least 1; remoting only (the gRPC endpoint refuses `DELAY`).
+    pub delay_level: Option<u32>,
     /// Print a progress line to stderr every second.
     pub progress: bool,
 }
@@ -92,7 +97,7 @@ pub enum Mode {
 impl Config {
     /// Defaults for `broker`: remoting, topic `BenchTopic`, 8 queues, 1 KiB
     /// bodies, 1 s warm-up, 10 s recorded, 1 connection, 3 s timeout,
-    /// progress on; the gRPC endpoint is `127.0.0.1:8081`.
+    /// no delay level, progress on; the gRPC endpoint is `127.0.0.1:8081`.
     pub fn new(broker: impl Into<String>) -> Self {
         Self {
             protocol: Protocol::Remoting,
@@ -106,6 +111,7 @@ impl Config {
             duration: Duration::from_secs(10),
             connections: 1,
             timeout: Duration::from_secs(3),
+            delay_level: None,
             progress: true,
         }
     }
@@ -133,6 +139,11 @@ impl Config {
                 "size must be at least 1 byte with protocol grpc (the gRPC endpoint refuses \
                  empty bodies)"
             );
+            ensure!(
+                self.delay_level.is_none(),
+                "delay-level is not used with protocol grpc: the gRPC endpoint refuses the DELAY \
+                 property"
+            );
         }
         ensure!(self.queues >= 1, "queues must be at least 1");
         ensure!(
@@ -143,6 +154,10 @@ impl Config {
         ensure!(!self.duration.is_zero(), "duration must be above zero");
         ensure!(self.connections >= 1, "connections must be at least 1");
         ensure!(!self.timeout.is_zero(), "timeout must be above zero");
+        ensure!(
+            self.delay_level != Some(0),
+            "delay-level must be at least 1 (level 0 is no delay: leave the flag out)"
+        );
         Ok(())
     }
 }
@@ -200,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn grpc_refuses_a_name_server_and_empty_bodies() {
+    fn grpc_refuses_a_name_server_empty_bodies_and_a_delay_level() {
         let mut config = Config::new("127.0.0.1:10911");
         config.protocol = Protocol::Grpc;
         assert!(config.validate().is_ok());
@@ -210,5 +225,18 @@ mod tests {
         config.namesrv = Some("127.0.0.1:9876".into());
         let err = config.validate().err().map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("namesrv")));
+        config.namesrv = None;
+        config.delay_level = Some(3);
+        let err = config.validate().err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("delay-level")));
+    }
+
+    #[test]
+    fn a_delay_level_is_at_least_one() {
+        let mut config = Config::new("127.0.0.1:10911");
+        config.delay_level = Some(3);
+        assert!(config.validate().is_ok());
+        config.delay_level = Some(0);
+        assert!(config.validate().is_err());
     }
 }

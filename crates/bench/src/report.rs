@@ -245,6 +245,7 @@ impl Recorder {
             max_outstanding,
             connections: config.connections,
             body_bytes: config.body_bytes,
+            delay_level: config.delay_level,
             warmup_s: config.warmup.as_secs_f64(),
             duration_s,
             sent: self.sent,
@@ -331,6 +332,9 @@ impl fmt::Display for Table<'_> {
             "load          {} connection(s), {}-byte bodies, {:.3} s recorded after {:.3} s warm-up",
             report.connections, report.body_bytes, report.duration_s, report.warmup_s
         )?;
+        if let Some(level) = report.delay_level {
+            writeln!(f, "delay level   {level} (DELAY property on every message)")?;
+        }
         writeln!(f)?;
         writeln!(f, "{:<32}{:>12}", "sent", report.sent)?;
         writeln!(f, "{:<32}{:>12}", "ok", report.ok)?;
@@ -554,6 +558,21 @@ mod tests {
         let report = rec.report(&config, Mode::Closed { in_flight: 1 });
         assert_eq!(report.ok_per_sec, 2000.0);
         assert_eq!(report.mb_per_sec, 2.0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_delay_level_is_shown_only_when_sent() -> Result<()> {
+        let mut rec = Recorder::new()?;
+        rec.record(&Outcome::Ok, Duration::from_micros(1500));
+        let mut config = Config::new("b:1");
+        let plain = rec.report(&config, Mode::Closed { in_flight: 1 });
+        assert!(!Table(&plain).to_string().contains("delay level"));
+        config.delay_level = Some(3);
+        let delayed = rec.report(&config, Mode::Closed { in_flight: 1 });
+        let table = Table(&delayed).to_string();
+        assert!(table.contains("delay level   3"), "{table}");
+        assert_eq!(delayed.delay_level, Some(3));
         Ok(())
     }
 

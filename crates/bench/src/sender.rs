@@ -11,7 +11,10 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use message_model::now_ms;
+use message_model::{
+    now_ms,
+    properties::{keys, Properties},
+};
 use remoting_net::{client::ClientConnection, ClientOptions};
 use remoting_protocol::{
     command::next_opaque,
@@ -162,7 +165,13 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
         .iter()
         .map(|d| {
             Ok(Target {
-                template: send_request(&config.topic, d.queue_id, body.clone(), config.queues)?,
+                template: send_request(
+                    &config.topic,
+                    d.queue_id,
+                    body.clone(),
+                    config.queues,
+                    config.delay_level,
+                )?,
                 connections: by_addr.get(d.addr.as_str()).cloned().unwrap_or_default(),
             })
         })
@@ -171,7 +180,8 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
 
 /// A `SEND_MESSAGE_V2` request for `queue_id`, without a fresh opaque;
 /// `default_queues` is the queue count of the topic if the broker creates it
-/// on this send.
+/// on this send. With a `delay_level` the message carries the property
+/// `DELAY` = that level; without one it carries no properties.
 ///
 /// # Errors
 /// A queue id or queue count beyond `i32`.
@@ -180,8 +190,19 @@ pub fn send_request(
     queue_id: u32,
     body: Bytes,
     default_queues: u32,
+    delay_level: Option<u32>,
 ) -> Result<RemotingCommand> {
     let born_timestamp = now_ms();
+    let properties = match delay_level {
+        Some(level) => {
+            let mut props = Properties::new();
+            props
+                .insert(keys::DELAY_TIME_LEVEL, level.to_string())
+                .context("DELAY property")?;
+            Some(props.encode())
+        }
+        None => None,
+    };
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: PRODUCER_GROUP.into(),
         topic: topic.into(),
@@ -192,6 +213,7 @@ pub fn send_request(
         sys_flag: 0,
         born_timestamp,
         flag: 0,
+        properties,
         ..SendMessageRequestHeader::default()
     });
     Ok(RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header).with_body(body))
@@ -218,13 +240,22 @@ mod tests {
 
     #[test]
     fn send_request_carries_topic_queue_and_body() -> Result<()> {
-        let cmd = send_request("T", 5, Bytes::from_static(b"abc"), 8)?;
+        let cmd = send_request("T", 5, Bytes::from_static(b"abc"), 8, None)?;
         assert_eq!(cmd.request_code(), RequestCode::SEND_MESSAGE_V2);
         let header = SendMessageRequestHeader::from_command(&cmd)?;
         assert_eq!(header.topic, "T");
         assert_eq!(header.queue_id, 5);
         assert_eq!(header.producer_group, PRODUCER_GROUP);
+        assert_eq!(header.properties, None);
         assert_eq!(&cmd.body[..], b"abc");
+        Ok(())
+    }
+
+    #[test]
+    fn a_delay_level_becomes_the_delay_property() -> Result<()> {
+        let cmd = send_request("T", 0, Bytes::from_static(b"abc"), 8, Some(3))?;
+        let header = SendMessageRequestHeader::from_command(&cmd)?;
+        assert_eq!(header.properties.as_deref(), Some("DELAY\u{1}3\u{2}"));
         Ok(())
     }
 }
