@@ -41,6 +41,10 @@ pub struct Report {
     /// left out of the JSON when not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_level: Option<u32>,
+    /// Timer delay of every message's `TIMER_DELAY_MS` property (ms), when
+    /// it had one; left out of the JSON when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_delay_ms: Option<u64>,
     /// Unrecorded warm-up, seconds.
     pub warmup_s: f64,
     /// Recorded time, seconds.
@@ -210,6 +214,7 @@ mod tests {
             connections: 1,
             body_bytes: 1024,
             delay_level: None,
+            timer_delay_ms: None,
             warmup_s: 1.0,
             duration_s: 2.0,
             sent: 200,

@@ -140,6 +140,11 @@ pub struct ProduceArgs {
     /// highest count as the highest).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub delay_level: Option<u32>,
+    /// Put the property `TIMER_DELAY_MS` = MS on every message (remoting
+    /// only): the broker's timer wheel delivers it to the topic MS
+    /// milliseconds after it stored it.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timer_delay_ms: Option<u64>,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -164,6 +169,7 @@ impl ProduceArgs {
             connections: self.connections,
             timeout: Duration::from_millis(self.timeout_ms),
             delay_level: self.delay_level,
+            timer_delay_ms: self.timer_delay_ms,
             progress: true,
         };
         let mode = match self.rate {

@@ -69,6 +69,11 @@ pub struct Config {
     /// before storing it in `topic`; `None` sends without the property.
     /// At least 1; remoting only (the gRPC endpoint refuses `DELAY`).
     pub delay_level: Option<u32>,
+    /// Timer delay (ms) put in every message's `TIMER_DELAY_MS` property,
+    /// so that the broker holds it on its timer wheel until that long after
+    /// it stored it; `None` sends without it. Remoting only, and not with a
+    /// delay level (which would win).
+    pub timer_delay_ms: Option<u64>,
     /// Print a progress line to stderr every second.
     pub progress: bool,
 }
@@ -112,6 +117,7 @@ impl Config {
             connections: 1,
             timeout: Duration::from_secs(3),
             delay_level: None,
+            timer_delay_ms: None,
             progress: true,
         }
     }
@@ -140,6 +146,11 @@ impl Config {
                  empty bodies)"
             );
             ensure!(
+                self.timer_delay_ms.is_none(),
+                "timer-delay-ms is not used with protocol grpc: send DELAY messages with a \
+                 delivery timestamp instead"
+            );
+            ensure!(
                 self.delay_level.is_none(),
                 "delay-level is not used with protocol grpc: the gRPC endpoint refuses the DELAY \
                  property"
@@ -154,6 +165,10 @@ impl Config {
         ensure!(!self.duration.is_zero(), "duration must be above zero");
         ensure!(self.connections >= 1, "connections must be at least 1");
         ensure!(!self.timeout.is_zero(), "timeout must be above zero");
+        ensure!(
+            self.delay_level.is_none() || self.timer_delay_ms.is_none(),
+            "delay-level and timer-delay-ms exclude each other (a delay level wins over a timer)"
+        );
         ensure!(
             self.delay_level != Some(0),
             "delay-level must be at least 1 (level 0 is no delay: leave the flag out)"

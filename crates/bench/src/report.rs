@@ -246,6 +246,7 @@ impl Recorder {
             connections: config.connections,
             body_bytes: config.body_bytes,
             delay_level: config.delay_level,
+            timer_delay_ms: config.timer_delay_ms,
             warmup_s: config.warmup.as_secs_f64(),
             duration_s,
             sent: self.sent,
@@ -334,6 +335,12 @@ impl fmt::Display for Table<'_> {
         )?;
         if let Some(level) = report.delay_level {
             writeln!(f, "delay level   {level} (DELAY property on every message)")?;
+        }
+        if let Some(ms) = report.timer_delay_ms {
+            writeln!(
+                f,
+                "timer delay   {ms} ms (TIMER_DELAY_MS property on every message)"
+            )?;
         }
         writeln!(f)?;
         writeln!(f, "{:<32}{:>12}", "sent", report.sent)?;

@@ -171,6 +171,7 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
                     body.clone(),
                     config.queues,
                     config.delay_level,
+                    config.timer_delay_ms,
                 )?,
                 connections: by_addr.get(d.addr.as_str()).cloned().unwrap_or_default(),
             })
@@ -191,18 +192,21 @@ pub fn send_request(
     body: Bytes,
     default_queues: u32,
     delay_level: Option<u32>,
+    timer_delay_ms: Option<u64>,
 ) -> Result<RemotingCommand> {
     let born_timestamp = now_ms();
-    let properties = match delay_level {
-        Some(level) => {
-            let mut props = Properties::new();
-            props
-                .insert(keys::DELAY_TIME_LEVEL, level.to_string())
-                .context("DELAY property")?;
-            Some(props.encode())
-        }
-        None => None,
-    };
+    let mut props = Properties::new();
+    if let Some(level) = delay_level {
+        props
+            .insert(keys::DELAY_TIME_LEVEL, level.to_string())
+            .context("DELAY property")?;
+    }
+    if let Some(ms) = timer_delay_ms {
+        props
+            .insert(keys::TIMER_DELAY_MS, ms.to_string())
+            .context("TIMER_DELAY_MS property")?;
+    }
+    let properties = (!props.is_empty()).then(|| props.encode());
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: PRODUCER_GROUP.into(),
         topic: topic.into(),
@@ -240,7 +244,7 @@ mod tests {
 
     #[test]
     fn send_request_carries_topic_queue_and_body() -> Result<()> {
-        let cmd = send_request("T", 5, Bytes::from_static(b"abc"), 8, None)?;
+        let cmd = send_request("T", 5, Bytes::from_static(b"abc"), 8, None, None)?;
         assert_eq!(cmd.request_code(), RequestCode::SEND_MESSAGE_V2);
         let header = SendMessageRequestHeader::from_command(&cmd)?;
         assert_eq!(header.topic, "T");
@@ -253,9 +257,20 @@ mod tests {
 
     #[test]
     fn a_delay_level_becomes_the_delay_property() -> Result<()> {
-        let cmd = send_request("T", 0, Bytes::from_static(b"abc"), 8, Some(3))?;
+        let cmd = send_request("T", 0, Bytes::from_static(b"abc"), 8, Some(3), None)?;
         let header = SendMessageRequestHeader::from_command(&cmd)?;
         assert_eq!(header.properties.as_deref(), Some("DELAY\u{1}3\u{2}"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_timer_delay_becomes_the_timer_property() -> Result<()> {
+        let cmd = send_request("T", 0, Bytes::from_static(b"abc"), 8, None, Some(60_000))?;
+        let header = SendMessageRequestHeader::from_command(&cmd)?;
+        assert_eq!(
+            header.properties.as_deref(),
+            Some("TIMER_DELAY_MS\u{1}60000\u{2}")
+        );
         Ok(())
     }
 }

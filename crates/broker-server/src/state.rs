@@ -202,6 +202,7 @@ impl BrokerState {
     /// Refreshes the metric gauges of the queues and the store.
     pub fn refresh_metrics(&self) {
         self.metrics.refresh(&self.queues, &self.store);
+        metrics::gauge!("sluice_timer_pending").set(self.timers.stats().pending as f64);
     }
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {

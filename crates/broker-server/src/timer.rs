@@ -172,6 +172,13 @@ pub struct TimerStats {
     pub delivered: u64,
     /// Delivered timers that were late by more than 100 ms.
     pub late: u64,
+    /// How late deliveries were (stored in their topic after their due
+    /// instant), in ms: median, 99th percentile and maximum since start.
+    pub lateness_p50_ms: u64,
+    /// See `lateness_p50_ms`.
+    pub lateness_p99_ms: u64,
+    /// See `lateness_p50_ms`.
+    pub lateness_max_ms: u64,
 }
 
 /// The timer wheel.
@@ -181,6 +188,8 @@ pub struct TimerWheel {
     pending: AtomicUsize,
     delivered: AtomicU64,
     late: AtomicU64,
+    /// Lateness of each delivery in ms (up to an hour, 3 significant digits).
+    lateness: Mutex<hdrhistogram::Histogram<u64>>,
     max_pending: usize,
     path: PathBuf,
     stop: Mutex<bool>,
@@ -216,6 +225,10 @@ impl TimerWheel {
             pending: AtomicUsize::new(0),
             delivered: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            lateness: Mutex::new(
+                hdrhistogram::Histogram::new_with_bounds(1, 3_600_000, 3)
+                    .map_err(std::io::Error::other)?,
+            ),
             max_pending,
             path,
             stop: Mutex::new(false),
@@ -265,10 +278,14 @@ impl TimerWheel {
 
     /// Current figures.
     pub fn stats(&self) -> TimerStats {
+        let h = self.lateness.lock().unwrap_or_else(PoisonError::into_inner);
         TimerStats {
             pending: self.pending.load(Ordering::Relaxed),
             delivered: self.delivered.load(Ordering::Relaxed),
             late: self.late.load(Ordering::Relaxed),
+            lateness_p50_ms: h.value_at_quantile(0.5),
+            lateness_p99_ms: h.value_at_quantile(0.99),
+            lateness_max_ms: h.max(),
         }
     }
 
@@ -335,9 +352,15 @@ impl TimerWheel {
         };
         store.put_message(&msg)?;
         self.delivered.fetch_add(1, Ordering::Relaxed);
-        if now_ms - due > 100 {
+        let late_ms = (message_model::now_ms() - due).max(0) as u64;
+        if late_ms > 100 {
             self.late.fetch_add(1, Ordering::Relaxed);
         }
+        self.lateness
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .saturating_record(late_ms);
+        metrics::histogram!("sluice_timer_lateness_seconds").record(late_ms as f64 / 1000.0);
         Ok(())
     }
 

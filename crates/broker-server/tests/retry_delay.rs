@@ -463,6 +463,13 @@ async fn timer_messages_arrive_at_their_instant_even_across_a_restart() {
     assert_eq!(second.property(keys::KEYS), Some("a"));
     assert_eq!(second.property(keys::REAL_TOPIC), None);
     assert!(second.property(keys::TIMER_DEQUEUE_MS).is_some());
+    let info = b
+        .invoke(RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO))
+        .await;
+    let table: remoting_protocol::body::KvTable = body::from_json(&info.body).unwrap();
+    assert_eq!(table.table["timerDelivered"], "2");
+    assert_eq!(table.table["timerPending"], "0");
+    assert!(table.table.contains_key("timerLatenessP99Ms"));
 
     // One more, then a restart before it is due.
     let due = message_model::now_ms() + 2_000;

@@ -320,6 +320,7 @@ pub(super) fn sample_report(ok_per_sec: f64, p50: f64, p99: f64, p999: f64) -> R
         connections: 4,
         body_bytes: 1024,
         delay_level: None,
+        timer_delay_ms: None,
         warmup_s: 1.0,
         duration_s: 10.0,
         sent: (ok_per_sec * 10.0) as u64,

@@ -232,6 +232,13 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
             .saturating_sub(state.store.flushed_physical_offset())
             .to_string(),
     );
+    let timers = state.timers.stats();
+    put("timerPending", timers.pending.to_string());
+    put("timerDelivered", timers.delivered.to_string());
+    put("timerLatenessP50Ms", timers.lateness_p50_ms.to_string());
+    put("timerLatenessP99Ms", timers.lateness_p99_ms.to_string());
+    put("timerLatenessMaxMs", timers.lateness_max_ms.to_string());
+    put("scheduleDelivered", state.schedule.delivered().to_string());
     let snapshot = state.counters.snapshot();
     put("requestsAccepted", snapshot.accepted.to_string());
     put("requestsCompleted", snapshot.completed.to_string());
