@@ -59,11 +59,14 @@ pub enum BodyError {
     InvalidUtf8,
 }
 
-/// Parses a JSON body, accepting fastjson's unquoted numeric keys.
+/// Parses a JSON body, accepting fastjson's unquoted numeric keys and a
+/// leading byte-order mark.
 ///
 /// # Errors
 /// [`BodyError::Json`] when the text is not the expected document.
 pub fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyError> {
+    // fastjson skips a UTF-8 byte-order mark.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     serde_json::from_slice(&quote_numeric_keys(bytes)).map_err(|source| BodyError::Json { source })
 }
 

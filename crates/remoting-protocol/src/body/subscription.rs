@@ -180,6 +180,12 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let g: SubscriptionGroupConfig = from_json(b"\xEF\xBB\xBF{\"groupName\":\"G\"}").unwrap();
+        assert_eq!(g.group_name, "G");
+    }
+
+    #[test]
     fn the_table_reads_fastjson_output() {
         let w: SubscriptionGroupWrapper = from_json(
             br#"{"dataVersion":{"counter":2,"stateVersion":0,"timestamp":1},"forbiddenTable":{},"subscriptionGroupTable":{"G":{"groupName":"G","retryMaxTimes":2}}}"#,
