@@ -29,6 +29,7 @@ pub mod rebalance_lock;
 pub mod registration;
 pub mod request;
 pub mod schedule;
+pub mod service_loop;
 pub mod state;
 pub mod subscriptions;
 pub mod testing;

@@ -34,16 +34,7 @@ impl OffsetManager {
     /// The file exists but cannot be read or parsed.
     pub fn load(config_dir: &Path) -> std::io::Result<Self> {
         let path = config_dir.join("consumerOffset.json");
-        let file: OffsetFile = match std::fs::read(&path) {
-            Ok(bytes) => remoting_protocol::body::from_json(&bytes).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => OffsetFile::default(),
-            Err(e) => return Err(e),
-        };
+        let file: OffsetFile = persist::read_json(&path)?;
         Ok(Self {
             table: file.offset_table.into_iter().collect(),
             path,

@@ -1,6 +1,28 @@
-//! Durable replacement of small configuration files.
+//! Small configuration files: read (a missing file is the default) and
+//! durably replaced.
 
 use std::{fs, io::Write, path::Path};
+
+use serde::de::DeserializeOwned;
+
+/// Reads a JSON file as RocketMQ's components write it (see
+/// `remoting_protocol::body::from_json`); a missing file gives the default.
+///
+/// # Errors
+/// The file exists but cannot be read, or is not the expected document
+/// (the error names the file).
+pub fn read_json<T: DeserializeOwned + Default>(path: &Path) -> std::io::Result<T> {
+    match fs::read(path) {
+        Ok(bytes) => remoting_protocol::body::from_json(&bytes).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(e),
+    }
+}
 
 /// Replaces `path` with `bytes`: writes a temporary file, syncs it, renames
 /// it over the old one and syncs the directory, so that a crash leaves

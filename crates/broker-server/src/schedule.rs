@@ -17,9 +17,9 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
-        Condvar, Mutex, PoisonError,
+        Mutex, PoisonError,
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use message_model::{
@@ -31,7 +31,7 @@ use message_model::{
 use serde::Deserialize;
 use store::MessageStore;
 
-use crate::persist;
+use crate::{persist, service_loop::ServiceLoop};
 
 /// How often a level that has nothing due is looked at again, at most.
 const POLL: Duration = Duration::from_millis(100);
@@ -141,8 +141,7 @@ pub struct ScheduleService {
     dirty: AtomicBool,
     delivered: AtomicU64,
     path: PathBuf,
-    stop: Mutex<bool>,
-    wake: Condvar,
+    service: ServiceLoop,
 }
 
 impl ScheduleService {
@@ -153,24 +152,14 @@ impl ScheduleService {
     /// The file exists but cannot be read or parsed.
     pub fn load(config_dir: &Path, delays_ms: Vec<u64>) -> std::io::Result<Self> {
         let path = config_dir.join("delayOffset.json");
-        let file: OffsetFile = match std::fs::read(&path) {
-            Ok(bytes) => remoting_protocol::body::from_json(&bytes).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => OffsetFile::default(),
-            Err(e) => return Err(e),
-        };
+        let file: OffsetFile = persist::read_json(&path)?;
         Ok(Self {
             delays_ms,
             offsets: Mutex::new(file.offset_table),
             dirty: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             path,
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
+            service: ServiceLoop::default(),
         })
     }
 
@@ -265,42 +254,23 @@ impl ScheduleService {
 
     /// Runs deliveries until [`ScheduleService::stop`]: after each pass it
     /// waits until the earliest waiting entry is due, at most 100 ms, and
-    /// writes the progress every `persist_every`.
+    /// writes the progress every `persist_every` and at the end.
     pub fn run(&self, store: &MessageStore, persist_every: Duration) {
-        let mut persisted = Instant::now();
-        loop {
-            let now = message_model::now_ms();
-            let next = self.deliver_due(store, now);
-            if persisted.elapsed() >= persist_every {
-                persisted = Instant::now();
+        self.service.run(
+            POLL,
+            persist_every,
+            |now| self.deliver_due(store, now),
+            || {
                 if let Err(e) = self.persist() {
                     tracing::error!(cause = %e, "cannot persist delay offsets");
                 }
-            }
-            let wait = next.map_or(POLL, |due| {
-                Duration::from_millis((due - message_model::now_ms()).clamp(0, 100) as u64)
-            });
-            let stopped = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
-            if *stopped {
-                break;
-            }
-            let (stopped, _) = self
-                .wake
-                .wait_timeout(stopped, wait)
-                .unwrap_or_else(PoisonError::into_inner);
-            if *stopped {
-                break;
-            }
-        }
-        if let Err(e) = self.persist() {
-            tracing::error!(cause = %e, "cannot persist delay offsets");
-        }
+            },
+        );
     }
 
     /// Ends [`ScheduleService::run`].
     pub fn stop(&self) {
-        *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.wake.notify_all();
+        self.service.stop();
     }
 
     /// Writes the progress if it changed since the last write.
@@ -345,6 +315,8 @@ impl ScheduleService {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
     use message_model::flags::TRANSACTION_PREPARED_TYPE;
     use store::StoreConfig;

@@ -72,18 +72,7 @@ impl SubscriptionGroupManager {
     /// The file exists but cannot be read or parsed.
     pub fn load(config_dir: &Path) -> std::io::Result<Self> {
         let path = config_dir.join("subscriptionGroup.json");
-        let wrapper: SubscriptionGroupWrapper = match std::fs::read(&path) {
-            Ok(bytes) => body::from_json(&bytes).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                SubscriptionGroupWrapper::default()
-            }
-            Err(e) => return Err(e),
-        };
+        let wrapper: SubscriptionGroupWrapper = persist::read_json(&path)?;
         let groups: DashMap<String, SubscriptionGroupConfig> =
             wrapper.subscription_group_table.into_iter().collect();
         for name in SYSTEM_GROUPS {

@@ -32,9 +32,9 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
-        Condvar, Mutex, PoisonError,
+        Mutex, PoisonError,
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use message_model::{
@@ -46,7 +46,7 @@ use message_model::{
 use serde::{Deserialize, Serialize};
 use store::MessageStore;
 
-use crate::persist;
+use crate::{persist, service_loop::ServiceLoop};
 
 /// What a send's timer properties ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,8 +192,7 @@ pub struct TimerWheel {
     lateness: Mutex<hdrhistogram::Histogram<u64>>,
     max_pending: usize,
     path: PathBuf,
-    stop: Mutex<bool>,
-    wake: Condvar,
+    service: ServiceLoop,
 }
 
 /// How long the thread sleeps at most when nothing is due sooner.
@@ -207,16 +206,7 @@ impl TimerWheel {
     /// The file exists but cannot be read or parsed.
     pub fn load(config_dir: &Path, max_pending: usize) -> std::io::Result<Self> {
         let path = config_dir.join("timerProgress.json");
-        let progress: Progress = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Progress::default(),
-            Err(e) => return Err(e),
-        };
+        let progress: Progress = persist::read_json(&path)?;
         Ok(Self {
             wheel: Mutex::new(Wheel {
                 pending: BTreeMap::new(),
@@ -231,8 +221,7 @@ impl TimerWheel {
             ),
             max_pending,
             path,
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
+            service: ServiceLoop::default(),
         })
     }
 
@@ -385,49 +374,31 @@ impl TimerWheel {
     }
 
     /// Rebuilds the wheel ([`TimerWheel::recover`]), then runs it until
-    /// [`TimerWheel::stop`]: sleeps until the next
-    /// entry is due (at most 100 ms, or until [`TimerWheel::poke`]), and
-    /// writes the progress every `persist_every`.
+    /// [`TimerWheel::stop`]: sleeps until the next entry is due (at most
+    /// 100 ms, or until [`TimerWheel::poke`]), and writes the progress every
+    /// `persist_every` and at the end.
     pub fn run(&self, store: &MessageStore, persist_every: Duration) {
         self.recover(store);
-        let mut persisted = Instant::now();
-        loop {
-            let next = self.advance(store, message_model::now_ms());
-            if persisted.elapsed() >= persist_every {
-                persisted = Instant::now();
+        self.service.run(
+            IDLE,
+            persist_every,
+            |now| self.advance(store, now),
+            || {
                 if let Err(e) = self.persist() {
                     tracing::error!(cause = %e, "cannot persist the timer progress");
                 }
-            }
-            let wait = next.map_or(IDLE, |due| {
-                Duration::from_millis((due - message_model::now_ms()).clamp(0, 100) as u64)
-            });
-            let stopped = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
-            if *stopped {
-                break;
-            }
-            let (stopped, _) = self
-                .wake
-                .wait_timeout(stopped, wait)
-                .unwrap_or_else(PoisonError::into_inner);
-            if *stopped {
-                break;
-            }
-        }
-        if let Err(e) = self.persist() {
-            tracing::error!(cause = %e, "cannot persist the timer progress");
-        }
+            },
+        );
     }
 
     /// Wakes the thread: a timer message arrived.
     pub fn poke(&self) {
-        self.wake.notify_all();
+        self.service.wake();
     }
 
     /// Ends [`TimerWheel::run`].
     pub fn stop(&self) {
-        *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.wake.notify_all();
+        self.service.stop();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Wheel> {
@@ -437,6 +408,8 @@ impl TimerWheel {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
     use store::StoreConfig;
 

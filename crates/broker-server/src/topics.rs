@@ -68,18 +68,7 @@ impl TopicManager {
         default_queue_nums: i32,
     ) -> std::io::Result<Self> {
         let path = config_dir.join("topics.json");
-        let wrapper: TopicConfigSerializeWrapper = match std::fs::read(&path) {
-            Ok(bytes) => body::from_json(&bytes).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                TopicConfigSerializeWrapper::default()
-            }
-            Err(e) => return Err(e),
-        };
+        let wrapper: TopicConfigSerializeWrapper = persist::read_json(&path)?;
         let manager = Self {
             topics: wrapper.topic_config_table.into_iter().collect(),
             version: Mutex::new(wrapper.data_version),

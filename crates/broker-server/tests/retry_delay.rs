@@ -464,7 +464,9 @@ async fn timer_messages_arrive_at_their_instant_even_across_a_restart() {
     assert_eq!(second.property(keys::REAL_TOPIC), None);
     assert!(second.property(keys::TIMER_DEQUEUE_MS).is_some());
     let info = b
-        .invoke(RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO))
+        .invoke(RemotingCommand::request(
+            RequestCode::GET_BROKER_RUNTIME_INFO,
+        ))
         .await;
     let table: remoting_protocol::body::KvTable = body::from_json(&info.body).unwrap();
     assert_eq!(table.table["timerDelivered"], "2");
