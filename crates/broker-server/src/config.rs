@@ -121,6 +121,15 @@ pub struct BrokerSection {
     pub server_channel_max_idle_time_seconds: u64,
     /// Most client connections at once. Default 10000.
     pub max_connections: usize,
+    /// Most bytes of answers queued for one connection and not yet written
+    /// (RocketMQ's Netty `writeBufferHighWaterMark`); past it the broker
+    /// reads no more of that connection's requests until the client has
+    /// read enough. Default 67108864 (64 MiB); at least 65536.
+    pub write_buffer_high_water_mark: usize,
+    /// Close a connection when a write to it makes no progress for this
+    /// long (ms): the client does not read its answers. Sluice's. Default
+    /// 30000; 0 never.
+    pub connection_write_timeout_millis: u64,
     /// Region reported in send responses. Default `DefaultRegion`.
     pub region_id: String,
     /// Trace switch reported in send responses. Default true.
@@ -170,6 +179,8 @@ impl Default for BrokerSection {
             register_name_server_period: 30_000,
             server_channel_max_idle_time_seconds: 120,
             max_connections: 10_000,
+            write_buffer_high_water_mark: 64 * 1024 * 1024,
+            connection_write_timeout_millis: 30_000,
             region_id: "DefaultRegion".into(),
             trace_on: true,
             flush_consumer_offset_interval: 5000,
@@ -397,6 +408,13 @@ impl BrokerConfig {
                 "registerNameServerPeriod",
                 b.register_name_server_period.to_string(),
                 "10000..=60000 (ms)".into(),
+            ));
+        }
+        if b.write_buffer_high_water_mark < 65_536 {
+            return Err(invalid(
+                "writeBufferHighWaterMark",
+                b.write_buffer_high_water_mark.to_string(),
+                "at least 65536 (bytes)".into(),
             ));
         }
         if !(1..=31_536_000).contains(&b.timer_max_delay_sec) {
@@ -679,6 +697,17 @@ mod tests {
             err.to_string().contains("waitTimeMillsInSendQueue"),
             "{err}"
         );
+        for (key, value, allowed) in [
+            ("writeBufferHighWaterMark", "1000", "at least 65536"),
+            ("timerMaxDelaySec", "0", "1..=31536000"),
+            ("timerMaxPending", "0", "at least 1"),
+            ("flushDelayOffsetInterval", "5", "100..=600000"),
+        ] {
+            let err = BrokerConfig::load(None, std::iter::empty(), &set(&[(key, value)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key) && err.contains(allowed), "{err}");
+        }
         let missing = BrokerConfig::load(
             Some(Path::new("/no/such/file.toml")),
             std::iter::empty(),

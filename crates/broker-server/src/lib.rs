@@ -282,6 +282,9 @@ impl Broker {
             max_connections: b.max_connections,
             idle_timeout: (b.server_channel_max_idle_time_seconds > 0)
                 .then(|| Duration::from_secs(b.server_channel_max_idle_time_seconds)),
+            write_queue_bytes: b.write_buffer_high_water_mark,
+            write_timeout: (b.connection_write_timeout_millis > 0)
+                .then(|| Duration::from_millis(b.connection_write_timeout_millis)),
             ..ServerOptions::default()
         };
         tasks.push(tokio::spawn(serve(

@@ -134,7 +134,7 @@ impl ClientConnection {
         let max = options.max_frame_len;
         let writer_cancel = cancel.clone();
         tokio::spawn(async move {
-            if let Err(e) = write_frames(writer, rx, max, &writer_cancel).await {
+            if let Err(e) = write_frames(writer, rx, max, &writer_cancel, None, None).await {
                 tracing::debug!(cause = %e, "client write failed");
             }
             writer_cancel.cancel();
@@ -143,7 +143,7 @@ impl ClientConnection {
         let on_request = options.on_request.clone();
         let reply_tx = conn.tx.clone();
         tokio::spawn(async move {
-            let end = read_frames(reader, max, None, &cancel, |cmd| {
+            let end = read_frames(reader, max, None, &cancel, None, |cmd| {
                 if cmd.is_response() {
                     let waiter = pending
                         .lock()

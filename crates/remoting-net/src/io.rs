@@ -1,12 +1,15 @@
 //! The read and write loops that server and client connections share.
 
-use std::time::Duration;
+use std::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
 
 use bytes::BytesMut;
 use remoting_protocol::{decode_frame, encode_frame, DecodeError, RemotingCommand};
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
-    sync::mpsc::UnboundedReceiver,
+    sync::{mpsc::UnboundedReceiver, Notify},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -27,18 +30,93 @@ pub(crate) enum ReadEnd {
     Cancelled,
 }
 
+/// The bytes of answers queued for one connection but not yet written, and
+/// their limit: past it the connection's requests are not read until the
+/// writer has caught up.
+#[derive(Debug)]
+pub(crate) struct WriteBudget {
+    queued: AtomicUsize,
+    limit: usize,
+    drained: Notify,
+}
+
+impl WriteBudget {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            queued: AtomicUsize::new(0),
+            limit,
+            drained: Notify::new(),
+        }
+    }
+
+    /// Bytes queued and not yet written.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn add(&self, bytes: usize) {
+        self.queued.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    pub(crate) fn written(&self, bytes: usize) {
+        let before = self.queued.fetch_sub(bytes, Ordering::AcqRel);
+        if before > self.limit && before - bytes <= self.limit {
+            self.drained.notify_waiters();
+        }
+    }
+
+    fn over(&self) -> bool {
+        self.queued() > self.limit
+    }
+
+    /// Waits until the queue is within its limit (or `cancel` fires);
+    /// returns whether it is.
+    async fn wait_within(&self, cancel: &CancellationToken) -> bool {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if !self.over() {
+                return true;
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return false,
+                () = drained => {}
+            }
+        }
+    }
+}
+
+/// What a command takes in a connection's write budget: its encoded size
+/// (body, remark and ext fields, plus the fixed part of the header).
+pub(crate) fn budget_bytes(cmd: &RemotingCommand) -> usize {
+    let ext: usize = cmd
+        .ext_fields
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum();
+    cmd.body.len() + cmd.remark.as_ref().map_or(0, String::len) + ext + 128
+}
+
 /// Reads frames until the stream ends, fails or is cancelled, handing each
-/// decoded command to `on_frame`.
+/// decoded command to `on_frame`. With a `budget`, no further frame is
+/// handed over while the connection's unwritten answers exceed it.
 pub(crate) async fn read_frames<R: AsyncRead + Unpin>(
     mut reader: R,
     max_frame_len: usize,
     idle: Option<Duration>,
     cancel: &CancellationToken,
+    budget: Option<&WriteBudget>,
     mut on_frame: impl FnMut(RemotingCommand),
 ) -> ReadEnd {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         loop {
+            if let Some(b) = budget {
+                if b.over() && !b.wait_within(cancel).await {
+                    return ReadEnd::Cancelled;
+                }
+            }
             match decode_frame(&mut buf, max_frame_len) {
                 Ok(Some(cmd)) => on_frame(cmd),
                 Ok(None) => break,
@@ -76,11 +154,16 @@ const MAX_BATCH_BYTES: usize = 1 << 20;
 
 /// Writes commands from `rx` until it closes or `cancel` fires (then writes
 /// what is already queued), coalescing everything ready into one write.
+/// With a `budget`, what is written is taken off it; with a `timeout`, a
+/// write that cannot finish in that time fails with `TimedOut` (the peer
+/// does not read).
 pub(crate) async fn write_frames<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut rx: UnboundedReceiver<RemotingCommand>,
     max_frame_len: usize,
     cancel: &CancellationToken,
+    budget: Option<&WriteBudget>,
+    timeout: Option<Duration>,
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -94,14 +177,36 @@ pub(crate) async fn write_frames<W: AsyncWrite + Unpin>(
         };
         let Some(first) = first else { break };
         buf.clear();
+        let mut budgeted = 0;
         encode_into(&first, &mut buf, max_frame_len);
+        budgeted += budget.map_or(0, |_| budget_bytes(&first));
         while buf.len() < MAX_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(cmd) => encode_into(&cmd, &mut buf, max_frame_len),
+                Ok(cmd) => {
+                    encode_into(&cmd, &mut buf, max_frame_len);
+                    budgeted += budget.map_or(0, |_| budget_bytes(&cmd));
+                }
                 Err(_) => break,
             }
         }
-        writer.write_all(&buf).await?;
+        let written = match timeout {
+            Some(limit) => tokio::time::timeout(limit, writer.write_all(&buf))
+                .await
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "a write of {} bytes made no progress for {limit:?}",
+                            buf.len()
+                        ),
+                    )
+                })?,
+            None => writer.write_all(&buf).await,
+        };
+        written?;
+        if let Some(b) = budget {
+            b.written(budgeted);
+        }
     }
     writer.flush().await?;
     let _ = writer.shutdown().await;

@@ -17,7 +17,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::io::{read_frames, write_frames, ReadEnd};
+use crate::io::{budget_bytes, read_frames, write_frames, ReadEnd, WriteBudget};
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
@@ -28,6 +28,13 @@ pub struct ServerOptions {
     pub max_frame_len: usize,
     /// Close a connection that sends nothing for this long.
     pub idle_timeout: Option<Duration>,
+    /// Most bytes of answers queued for one connection and not yet written;
+    /// past it the connection's further requests are not read until the
+    /// peer has read enough. One slow reader cannot grow memory beyond it.
+    pub write_queue_bytes: usize,
+    /// Close a connection when a write to it makes no progress for this
+    /// long (the peer does not read).
+    pub write_timeout: Option<Duration>,
 }
 
 impl Default for ServerOptions {
@@ -36,6 +43,8 @@ impl Default for ServerOptions {
             max_connections: 10_000,
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             idle_timeout: Some(Duration::from_secs(120)),
+            write_queue_bytes: 64 * 1024 * 1024,
+            write_timeout: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -58,6 +67,7 @@ pub struct Connection {
     peer: SocketAddr,
     tx: mpsc::UnboundedSender<RemotingCommand>,
     cancel: CancellationToken,
+    budget: Arc<WriteBudget>,
 }
 
 impl Connection {
@@ -74,7 +84,20 @@ impl Connection {
     /// Queues a command (usually a response) for the writer task. Callable
     /// from any thread. Returns false if the connection has closed.
     pub fn send(&self, cmd: RemotingCommand) -> bool {
-        self.tx.send(cmd).is_ok()
+        let bytes = budget_bytes(&cmd);
+        // Counted before the writer can see it, so it is never taken off
+        // before it was added.
+        self.budget.add(bytes);
+        if self.tx.send(cmd).is_err() {
+            self.budget.written(bytes);
+            return false;
+        }
+        true
+    }
+
+    /// Bytes queued for this connection and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.budget.queued()
     }
 
     /// Closes the connection after writing what is already queued.
@@ -147,22 +170,41 @@ async fn run_connection<H: Handler>(
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
+    let budget = Arc::new(WriteBudget::new(options.write_queue_bytes.max(1)));
     let conn = Arc::new(Connection {
         id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
         peer,
         tx,
         cancel: cancel.clone(),
+        budget: Arc::clone(&budget),
     });
     tracing::debug!(conn = conn.id, "connection open");
     let writer_cancel = cancel.clone();
     let max_frame_len = options.max_frame_len;
-    let writer =
-        tokio::spawn(async move { write_frames(writer, rx, max_frame_len, &writer_cancel).await });
+    let writer_budget = Arc::clone(&budget);
+    let write_timeout = options.write_timeout;
+    let writer = tokio::spawn(async move {
+        let written = write_frames(
+            writer,
+            rx,
+            max_frame_len,
+            &writer_cancel,
+            Some(&writer_budget),
+            write_timeout,
+        )
+        .await;
+        if written.is_err() {
+            // Nothing more can be written: stop reading requests too.
+            writer_cancel.cancel();
+        }
+        written
+    });
     let end = read_frames(
         reader,
         options.max_frame_len,
         options.idle_timeout,
         &cancel,
+        Some(&budget),
         |cmd| {
             if cmd.is_response() {
                 tracing::debug!(opaque = cmd.opaque, "response from a client ignored");
@@ -188,6 +230,12 @@ async fn run_connection<H: Handler>(
     cancel.cancel();
     match writer.await {
         Ok(Ok(())) => {}
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => tracing::warn!(
+            conn = conn.id,
+            queued_bytes = conn.queued_bytes(),
+            cause = %e,
+            "peer does not read its answers; connection closed"
+        ),
         Ok(Err(e)) => tracing::debug!(conn = conn.id, cause = %e, "connection write failed"),
         Err(e) => tracing::error!(conn = conn.id, cause = %e, "connection writer task failed"),
     }
