@@ -67,6 +67,10 @@ pub struct BrokerSection {
     pub broker_ip1: String,
     /// Remoting port; 0 picks a free one. Default 10911.
     pub listen_port: u16,
+    /// Address every listener (remoting, embedded name server, gRPC,
+    /// metrics) binds to; distinct from `brokerIP1`, the address clients
+    /// are told. Default `0.0.0.0` (all interfaces).
+    pub bind_address: String,
     /// Name servers, `host:port` separated by `;`. Default: the embedded one.
     pub namesrv_addr: Option<String>,
     /// Run a name server inside the broker. Default true.
@@ -157,6 +161,7 @@ impl Default for BrokerSection {
             broker_id: 0,
             broker_ip1: "127.0.0.1".into(),
             listen_port: 10911,
+            bind_address: "0.0.0.0".into(),
             namesrv_addr: None,
             embedded_namesrv: true,
             namesrv_listen_port: 9876,
@@ -408,6 +413,13 @@ impl BrokerConfig {
                 "registerNameServerPeriod",
                 b.register_name_server_period.to_string(),
                 "10000..=60000 (ms)".into(),
+            ));
+        }
+        if b.bind_address.parse::<std::net::IpAddr>().is_err() {
+            return Err(invalid(
+                "bindAddress",
+                b.bind_address.clone(),
+                "an IP address, such as 0.0.0.0 or 127.0.0.1".into(),
             ));
         }
         if b.write_buffer_high_water_mark < 65_536 {

@@ -128,15 +128,21 @@ impl Broker {
         config.validate()?;
         config.store.store_path_root_dir = expand_home(&config.store.store_path_root_dir);
         let b = config.broker.clone();
+        // Validated with the configuration.
+        let bind: std::net::IpAddr = b
+            .bind_address
+            .parse()
+            .unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
+        let bind_to = |port: u16| SocketAddr::new(bind, port);
 
         if b.metrics_listen_port != 0 {
-            metrics::install_exporter(SocketAddr::from(([0, 0, 0, 0], b.metrics_listen_port)));
+            metrics::install_exporter(bind_to(b.metrics_listen_port));
         }
         let namesrv_shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
         let mut namesrv_addr = None;
         if b.embedded_namesrv {
-            let addr = format!("0.0.0.0:{}", b.namesrv_listen_port);
+            let addr = bind_to(b.namesrv_listen_port).to_string();
             let listener = TcpListener::bind(&addr)
                 .await
                 .map_err(|source| BrokerError::Bind {
@@ -149,7 +155,12 @@ impl Broker {
                 .map_err(io_error("read name server address"))?;
             namesrv_addr = Some(local);
             if config.broker.namesrv_addr.is_none() {
-                config.broker.namesrv_addr = Some(format!("127.0.0.1:{}", local.port()));
+                let reach = if bind.is_unspecified() {
+                    std::net::IpAddr::from([127, 0, 0, 1])
+                } else {
+                    bind
+                };
+                config.broker.namesrv_addr = Some(SocketAddr::new(reach, local.port()).to_string());
             }
             let ns_config = name_server::NamesrvConfig {
                 listen_port: local.port(),
@@ -162,7 +173,7 @@ impl Broker {
             )));
         }
 
-        let addr = format!("0.0.0.0:{}", b.listen_port);
+        let addr = bind_to(b.listen_port).to_string();
         let listener = TcpListener::bind(&addr)
             .await
             .map_err(|source| BrokerError::Bind {
@@ -176,7 +187,7 @@ impl Broker {
         let grpc_listener = match grpc_listener {
             Some(l) => Some(l),
             None if b.grpc_listen_port != 0 => {
-                let addr = format!("0.0.0.0:{}", b.grpc_listen_port);
+                let addr = bind_to(b.grpc_listen_port).to_string();
                 Some(
                     TcpListener::bind(&addr)
                         .await

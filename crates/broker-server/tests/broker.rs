@@ -414,3 +414,19 @@ async fn malformed_frames_close_only_their_own_connection() {
     );
     b.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listeners_bind_to_the_bind_address() {
+    let b = TestBroker::start(&[("bindAddress", "127.0.0.1")]).await;
+    assert!(b.broker.remoting_addr().ip().is_loopback());
+    assert!(b.broker.namesrv_addr().unwrap().ip().is_loopback());
+    let sent = b.invoke(send_request("Bound", 0, b"x", "")).await;
+    assert_eq!(sent.response_code(), ResponseCode::SUCCESS);
+    b.broker.shutdown().await;
+    let dir = tempfile::tempdir().unwrap();
+    let err = broker_server::testing::start_broker(dir.path(), &[("bindAddress", "nowhere")])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bindAddress"), "{err}");
+}
