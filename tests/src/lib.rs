@@ -289,6 +289,24 @@ impl OwnBroker {
         self.proc.is_running()
     }
 
+    /// Waits (up to `limit`) for the process to exit by itself; its exit
+    /// status, or `None` when it still runs.
+    ///
+    /// # Errors
+    /// When the process's state cannot be read.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Result<Option<std::process::ExitStatus>> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.proc.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Kills the broker with SIGKILL and starts it again on the same store,
     /// ports and settings.
     ///

@@ -140,6 +140,9 @@ pub struct BrokerSection {
     pub trace_on: bool,
     /// Flush consumer offsets to disk this often (ms). Default 5000.
     pub flush_consumer_offset_interval: u64,
+    /// Fault injection: the housekeeping thread panics this long (ms) after
+    /// start. For tests of the panic stop only. Default 0 (off).
+    pub fault_panic_after_mills: u64,
     /// Write the delivery progress of delay levels (`delayOffset.json`)
     /// this often (ms). Default 10000; 100..=600000.
     pub flush_delay_offset_interval: u64,
@@ -189,6 +192,7 @@ impl Default for BrokerSection {
             region_id: "DefaultRegion".into(),
             trace_on: true,
             flush_consumer_offset_interval: 5000,
+            fault_panic_after_mills: 0,
             flush_delay_offset_interval: 10_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,

@@ -417,8 +417,13 @@ fn spawn_housekeeping(
         .spawn(move || {
             let mut last_flush = Instant::now();
             let mut last_refresh = Instant::now();
+            let started = Instant::now();
+            let panic_after = state.config().broker.fault_panic_after_mills;
             while !stop.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(100));
+                if panic_after > 0 && started.elapsed() >= Duration::from_millis(panic_after) {
+                    panic!("faultPanicAfterMills={panic_after}: injected panic");
+                }
                 if last_refresh.elapsed() >= Duration::from_secs(1) {
                     last_refresh = Instant::now();
                     state.refresh_metrics();

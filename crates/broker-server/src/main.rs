@@ -38,6 +38,7 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    stop_on_panic();
     let args = Args::parse();
     let mut overrides = Vec::new();
     for item in &args.set {
@@ -74,6 +75,31 @@ fn main() -> anyhow::Result<()> {
         broker.shutdown().await;
         anyhow::Ok(())
     })
+}
+
+/// Exit code of a broker stopped by a panic (`EX_SOFTWARE`).
+const PANIC_EXIT_CODE: i32 = 70;
+
+/// A panic on any thread (a worker, a store service, an async task) stops
+/// the process with [`PANIC_EXIT_CODE`], so that a supervisor restarts it,
+/// rather than leaving a broker that accepts writes some dead thread would
+/// have flushed, dispatched or answered. Recovery then runs as after a crash.
+fn stop_on_panic() {
+    let print = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        print(info);
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_owned();
+        tracing::error!(
+            thread,
+            panic = %info,
+            exit_code = PANIC_EXIT_CODE,
+            "a broker thread panicked; stopping so that the broker is restarted and recovers"
+        );
+        std::process::exit(PANIC_EXIT_CODE);
+    }));
 }
 
 async fn shutdown_signal() {
