@@ -147,12 +147,15 @@ pub struct BrokerSection {
     /// this often (ms). Default 10000; 100..=600000.
     pub flush_delay_offset_interval: u64,
     /// Hold a pull that finds nothing until messages arrive or its
-    /// `suspendTimeoutMillis` passes. Default true.
+    /// `suspendTimeoutMillis` (at most 60 s) passes. Default true.
     pub long_polling_enable: bool,
     /// Hold time of such a pull when long polling is off (ms). Default 1000.
     pub short_polling_time_mills: u64,
     /// Most pulls held at once; further ones are answered at once. Default 100000.
     pub pull_hold_max_requests: usize,
+    /// Most pulls of one connection held at once; further ones are answered
+    /// at once. Sluice's. Default 10000; at least 1.
+    pub pull_hold_max_requests_per_connection: usize,
 }
 
 impl Default for BrokerSection {
@@ -197,6 +200,7 @@ impl Default for BrokerSection {
             long_polling_enable: true,
             short_polling_time_mills: 1000,
             pull_hold_max_requests: 100_000,
+            pull_hold_max_requests_per_connection: 10_000,
         }
     }
 }
@@ -424,6 +428,13 @@ impl BrokerConfig {
                 "bindAddress",
                 b.bind_address.clone(),
                 "an IP address, such as 0.0.0.0 or 127.0.0.1".into(),
+            ));
+        }
+        if b.pull_hold_max_requests_per_connection == 0 {
+            return Err(invalid(
+                "pullHoldMaxRequestsPerConnection",
+                "0".into(),
+                "at least 1".into(),
             ));
         }
         if b.write_buffer_high_water_mark < 65_536 {

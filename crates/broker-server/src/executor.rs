@@ -139,6 +139,14 @@ impl Handler for RemotingHandler {
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {
+        let parked = self.0.pull_hold.connection_closed(conn.id());
+        if parked > 0 {
+            tracing::debug!(
+                conn = conn.id(),
+                parked,
+                "parked pulls of a closed connection dropped"
+            );
+        }
         let left = self.0.clients.connection_closed(conn.id());
         processor::notify_ids_changed(&self.0, &left);
     }

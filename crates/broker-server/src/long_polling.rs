@@ -1,6 +1,10 @@
 //! Long polling: a pull that finds nothing new is parked until a message
 //! arrives in its queue or its hold time passes, then served again (without
 //! parking) and answered.
+//!
+//! Bounded three ways: at most `max` pulls are parked in all, at most
+//! `max_per_connection` of one connection, and none longer than
+//! [`MAX_HOLD`]; a connection's parked pulls are dropped when it closes.
 
 use std::{
     collections::HashMap,
@@ -21,26 +25,37 @@ struct Parked {
     deadline: Instant,
 }
 
+/// Longest a pull is held, whatever it asks for: longer than any client
+/// waits for its answer (RocketMQ's clients wait 30 s).
+pub const MAX_HOLD: Duration = Duration::from_secs(60);
+
 /// Pulls waiting for messages, by topic and queue.
 #[derive(Debug)]
 pub struct PullHold {
     parked: Mutex<HashMap<(String, i32), Vec<Parked>>>,
+    /// Parked pulls per remoting connection.
+    per_connection: Mutex<HashMap<u64, usize>>,
     count: AtomicUsize,
     max: usize,
+    max_per_connection: usize,
 }
 
 impl PullHold {
-    /// A table holding at most `max` pulls at once.
-    pub fn new(max: usize) -> Self {
+    /// A table holding at most `max` pulls at once, at most
+    /// `max_per_connection` of them from one connection.
+    pub fn new(max: usize, max_per_connection: usize) -> Self {
         Self {
             parked: Mutex::new(HashMap::new()),
+            per_connection: Mutex::new(HashMap::new()),
             count: AtomicUsize::new(0),
             max,
+            max_per_connection,
         }
     }
 
-    /// Parks a pull that waits for `offset` in a queue for up to `hold`.
-    /// Gives the job back when the table is full.
+    /// Parks a pull that waits for `offset` in a queue for up to `hold`
+    /// (at most [`MAX_HOLD`]). Gives the job back when the table, or its
+    /// connection's share of it, is full.
     ///
     /// # Errors
     /// The job, when no more pulls may wait.
@@ -55,10 +70,18 @@ impl PullHold {
         if self.count.load(Ordering::Relaxed) >= self.max {
             return Err(Box::new(job));
         }
+        if let Some(conn) = job.reply.connection_id() {
+            let mut per = self.per_connection();
+            let n = per.entry(conn).or_default();
+            if *n >= self.max_per_connection {
+                return Err(Box::new(job));
+            }
+            *n += 1;
+        }
         let parked = Parked {
             job,
             offset,
-            deadline: Instant::now() + hold,
+            deadline: Instant::now() + hold.min(MAX_HOLD),
         };
         self.lock()
             .entry((topic.to_owned(), queue_id))
@@ -84,8 +107,52 @@ impl PullHold {
         if list.is_empty() {
             table.remove(&key);
         }
+        drop(table);
         self.count.fetch_sub(ready.len(), Ordering::Relaxed);
+        self.released(ready.iter().map(|p| &p.job));
         ready.into_iter().map(|p| p.job).collect()
+    }
+
+    /// Drops the pulls parked by a closed connection: nobody reads their
+    /// answers. Returns how many there were.
+    pub fn connection_closed(&self, conn_id: u64) -> usize {
+        if self.per_connection().remove(&conn_id).is_none() {
+            return 0;
+        }
+        let mut dropped = 0;
+        self.lock().retain(|_, list| {
+            let before = list.len();
+            list.retain(|p| p.job.reply.connection_id() != Some(conn_id));
+            dropped += before - list.len();
+            !list.is_empty()
+        });
+        self.count.fetch_sub(dropped, Ordering::Relaxed);
+        dropped
+    }
+
+    /// Parked pulls of one connection.
+    pub fn of_connection(&self, conn_id: u64) -> usize {
+        self.per_connection().get(&conn_id).copied().unwrap_or(0)
+    }
+
+    fn released<'a>(&self, jobs: impl Iterator<Item = &'a Job>) {
+        let mut per = self.per_connection();
+        for job in jobs {
+            if let Some(conn) = job.reply.connection_id() {
+                if let Some(n) = per.get_mut(&conn) {
+                    *n -= 1;
+                    if *n == 0 {
+                        per.remove(&conn);
+                    }
+                }
+            }
+        }
+    }
+
+    fn per_connection(&self) -> std::sync::MutexGuard<'_, HashMap<u64, usize>> {
+        self.per_connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes the pulls whose hold time has passed.
@@ -102,7 +169,9 @@ impl PullHold {
             *list = waiting;
             !list.is_empty()
         });
+        drop(table);
         self.count.fetch_sub(out.len(), Ordering::Relaxed);
+        self.released(out.iter());
         out
     }
 
@@ -114,6 +183,7 @@ impl PullHold {
             .flat_map(|(_, l)| l.into_iter().map(|p| p.job))
             .collect();
         self.count.store(0, Ordering::Relaxed);
+        self.per_connection().clear();
         out
     }
 

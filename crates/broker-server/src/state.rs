@@ -140,7 +140,10 @@ impl BrokerState {
         }
         fast_failure.set_enabled(f.broker_fast_failure_enable);
         Self {
-            pull_hold: PullHold::new(b.pull_hold_max_requests),
+            pull_hold: PullHold::new(
+                b.pull_hold_max_requests,
+                b.pull_hold_max_requests_per_connection,
+            ),
             pop,
             early_admission: AtomicBool::new(f.early_admission_enable),
             retry_hint: AtomicBool::new(f.busy_retry_hint_enable),

@@ -126,3 +126,60 @@ async fn short_polling_holds_for_short_polling_time_mills() {
         "{waited:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_parks_only_its_share_and_its_pulls_go_when_it_closes() {
+    let b = Arc::new(TestBroker::start(&[("pullHoldMaxRequestsPerConnection", "2")]).await);
+    create_topic(&b, "Share").await;
+    let mut pulls: Vec<_> = (0..3)
+        .map(|_| {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move {
+                b.client
+                    .invoke(
+                        &b.addr,
+                        suspended_pull("Share", 1, 60_000),
+                        Duration::from_secs(90),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    // The one over the connection's share is answered at once.
+    let first = first_finished(&mut pulls).await;
+    assert_eq!(
+        first.unwrap().unwrap().response_code(),
+        ResponseCode::PULL_NOT_FOUND
+    );
+    let state = b.broker.state();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state.pull_hold.len() < 2 {
+        assert!(Instant::now() < deadline, "two pulls were not parked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The connection goes: so do its parked pulls.
+    b.client.close_all().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !state.pull_hold.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "parked pulls outlived their connection"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for p in pulls {
+        assert!(p.await.unwrap().is_err(), "answered on a closed connection");
+    }
+}
+
+/// Waits for the first of the tasks to finish and takes it out of `tasks`.
+async fn first_finished<T>(
+    tasks: &mut Vec<tokio::task::JoinHandle<T>>,
+) -> Result<T, tokio::task::JoinError> {
+    loop {
+        if let Some(i) = tasks.iter().position(tokio::task::JoinHandle::is_finished) {
+            return tasks.remove(i).await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
