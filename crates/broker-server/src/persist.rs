@@ -1,7 +1,12 @@
 //! Small configuration files: read (a missing file is the default) and
 //! durably replaced.
 
-use std::{fs, io::Write, path::Path};
+use std::{
+    fs,
+    io::Write,
+    path::Path,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 use serde::de::DeserializeOwned;
 
@@ -31,9 +36,15 @@ pub fn read_json<T: DeserializeOwned + Default>(path: &Path) -> std::io::Result<
 /// # Errors
 /// Any file operation's error.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("tmp");
+    // A name of its own per write: two writers never share a temporary file.
+    let tmp = path.with_extension(format!(
+        "tmp.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -41,4 +52,37 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     fs::rename(&tmp, path)?;
     fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_writers_leave_one_whole_file_and_no_temporary_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config").join("t.json");
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        write_atomically(
+                            path,
+                            format!("{{\"writer\":{i}}}").repeat(100).as_bytes(),
+                        )
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let one = &text[..text.find('}').unwrap() + 1];
+        assert_eq!(text, one.repeat(100), "a whole write of one writer");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["t.json"], "temporary files left behind");
+    }
 }

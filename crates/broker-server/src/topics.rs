@@ -53,6 +53,8 @@ pub fn validate_topic_name(topic: &str) -> Result<(), String> {
 pub struct TopicManager {
     topics: DashMap<String, TopicConfig>,
     version: Mutex<DataVersion>,
+    /// Serialises writes of the file, so the last change is what is on disk.
+    write: Mutex<()>,
     path: PathBuf,
 }
 
@@ -72,6 +74,7 @@ impl TopicManager {
         let manager = Self {
             topics: wrapper.topic_config_table.into_iter().collect(),
             version: Mutex::new(wrapper.data_version),
+            write: Mutex::new(()),
             path,
         };
         if auto_create && !manager.topics.contains_key(AUTO_CREATE_TOPIC) {
@@ -222,6 +225,7 @@ impl TopicManager {
     }
 
     fn bump_and_persist(&self) -> std::io::Result<()> {
+        let _write = self.write.lock().unwrap_or_else(PoisonError::into_inner);
         {
             let mut v = self.version.lock().unwrap_or_else(PoisonError::into_inner);
             v.counter += 1;
