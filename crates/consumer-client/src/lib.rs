@@ -95,7 +95,7 @@ pub use client_core::MessageQueue;
 pub use config::{ConsumeFromWhere, ConsumerConfig, MessageModel};
 pub use error::ConsumerError;
 pub use handler::{ConsumeStatus, FnHandler, MessageHandler};
-pub use message::MessageExt;
+pub use message::{MessageExt, MAX_INFLATED_BODY_BYTES};
 pub use pull::{PullConsumer, PullOptions, PullResult, PullStatus};
 pub use push::PushConsumer;
 pub use stats::ConsumerStats;

@@ -43,6 +43,10 @@ pub struct MessageExt {
     pub store_host: std::net::SocketAddr,
 }
 
+/// Largest body a compressed message may inflate to; beyond it the pull
+/// fails naming the limit instead of inflating a decompression bomb.
+pub const MAX_INFLATED_BODY_BYTES: usize = 64 * 1024 * 1024;
+
 /// Splits a pull response body into messages, each parsed by the record
 /// reader the store itself uses.
 pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>, ConsumerError> {
@@ -76,8 +80,9 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
             body: message_model::compression::decompress_body(
                 msg.sys_flag,
                 body.slice_ref(msg.body),
+                MAX_INFLATED_BODY_BYTES,
             )
-            .map_err(|_| bad("compressed body cannot be decompressed"))?,
+            .map_err(|e| bad(&format!("compressed body cannot be decompressed: {e}")))?,
             tags: props.get(keys::TAGS).map(str::to_owned),
             keys: props
                 .get(keys::KEYS)

@@ -25,6 +25,15 @@ pub enum DecompressError {
         /// The whole `sysFlag`.
         sys_flag: i32,
     },
+    /// The body inflates to more than the limit (a decompression bomb, or
+    /// a body larger than the receiver accepts); inflating stopped there.
+    #[error("compressed body of {len} bytes inflates to more than {limit} bytes")]
+    TooLarge {
+        /// The compressed body's length.
+        len: usize,
+        /// The most inflated bytes accepted.
+        limit: usize,
+    },
     /// The body is not valid zlib data.
     #[error("corrupt zlib body of {len} bytes")]
     Corrupt {
@@ -37,15 +46,17 @@ pub enum DecompressError {
 }
 
 /// Returns a message's original body: `body` itself when `sys_flag` has no
-/// `COMPRESSED` bit, else the zlib-inflated body.
+/// `COMPRESSED` bit, else the zlib-inflated body, inflated no further than
+/// `limit` bytes.
 ///
 /// A compression type of 0 with the `COMPRESSED` bit is read as zlib, as the
 /// Java client does for messages from clients older than the type bits.
 ///
 /// # Errors
-/// [`DecompressError::UnsupportedType`] for LZ4 or Zstandard bodies and
+/// [`DecompressError::UnsupportedType`] for LZ4 or Zstandard bodies,
+/// [`DecompressError::TooLarge`] past `limit` and
 /// [`DecompressError::Corrupt`] when inflating fails.
-pub fn decompress_body(sys_flag: i32, body: Bytes) -> Result<Bytes, DecompressError> {
+pub fn decompress_body(sys_flag: i32, body: Bytes, limit: usize) -> Result<Bytes, DecompressError> {
     if sys_flag & COMPRESSED == 0 {
         return Ok(body);
     }
@@ -57,13 +68,20 @@ pub fn decompress_body(sys_flag: i32, body: Bytes) -> Result<Bytes, DecompressEr
         });
     }
     // Compressed bodies usually shrink several-fold; start with room for that.
-    let mut out = Vec::with_capacity(body.len().saturating_mul(4));
+    let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(limit));
     ZlibDecoder::new(&body[..])
+        .take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
         .read_to_end(&mut out)
         .map_err(|source| DecompressError::Corrupt {
             len: body.len(),
             source,
         })?;
+    if out.len() > limit {
+        return Err(DecompressError::TooLarge {
+            len: body.len(),
+            limit,
+        });
+    }
     Ok(Bytes::from(out))
 }
 
@@ -93,11 +111,11 @@ mod tests {
         let packed = compress(&original).unwrap();
         assert!(packed.len() < original.len() / 10);
         assert_eq!(
-            decompress_body(ZLIB_SYS_FLAG, packed.clone()).unwrap(),
+            decompress_body(ZLIB_SYS_FLAG, packed.clone(), 1 << 20).unwrap(),
             original
         );
         assert_eq!(
-            decompress_body(COMPRESSED, packed).unwrap(),
+            decompress_body(COMPRESSED, packed, 1 << 20).unwrap(),
             original,
             "type 0 is zlib, as for old Java clients"
         );
@@ -106,17 +124,35 @@ mod tests {
     #[test]
     fn uncompressed_bodies_pass_through_and_other_codecs_are_refused() {
         let body = Bytes::from_static(b"plain");
-        assert_eq!(decompress_body(0x2, body.clone()).unwrap(), body);
+        assert_eq!(decompress_body(0x2, body.clone(), 1 << 20).unwrap(), body);
         assert!(matches!(
-            decompress_body(COMPRESSED | COMPRESSION_LZ4, body.clone()),
+            decompress_body(COMPRESSED | COMPRESSION_LZ4, body.clone(), 1 << 20),
             Err(DecompressError::UnsupportedType {
                 compression_type: 0x100,
                 ..
             })
         ));
         assert!(matches!(
-            decompress_body(ZLIB_SYS_FLAG, body),
+            decompress_body(ZLIB_SYS_FLAG, body, 1 << 20),
             Err(DecompressError::Corrupt { len: 5, .. })
         ));
+    }
+
+    #[test]
+    fn a_decompression_bomb_is_refused_without_inflating_it() {
+        // 64 MiB of zeros compress to about 64 KiB.
+        let bomb = compress(&vec![0u8; 64 << 20]).unwrap();
+        assert!(bomb.len() < 100 << 10);
+        match decompress_body(ZLIB_SYS_FLAG, bomb.clone(), 4 << 20) {
+            Err(DecompressError::TooLarge { limit, .. }) => assert_eq!(limit, 4 << 20),
+            other => panic!("a bomb was inflated: {:?}", other.map(|b| b.len())),
+        }
+        assert_eq!(
+            decompress_body(ZLIB_SYS_FLAG, bomb, 64 << 20)
+                .unwrap()
+                .len(),
+            64 << 20,
+            "exactly at the limit is fine"
+        );
     }
 }

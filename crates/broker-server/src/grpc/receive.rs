@@ -292,7 +292,8 @@ pub async fn receive(
         return Code::Ok as i32;
     }
     for p in &popped {
-        let Some(message) = to_message(state.store_host, &r.topic, r.invisible, p) else {
+        let max_body = state.config().store.max_message_size;
+        let Some(message) = to_message(state.store_host, &r.topic, r.invisible, max_body, p) else {
             tracing::error!(topic = %r.topic.name, queue = p.queue_id, offset = p.queue_offset, "popped record does not decode; left to redeliver");
             continue;
         };
@@ -308,10 +309,14 @@ pub async fn receive(
 }
 
 /// The delivered form of a popped record.
+/// A compressed body inflates to at most `max_body` (`maxMessageSize`: what
+/// a producer may send before compressing); beyond that it is delivered as
+/// stored, compressed.
 fn to_message(
     store_host: std::net::SocketAddr,
     topic: &Resource,
     invisible: Duration,
+    max_body: usize,
     p: &PoppedMessage,
 ) -> Option<Message> {
     let Record::Message(m) = record::check(&p.record, false) else {
@@ -319,7 +324,8 @@ fn to_message(
     };
     let props = Properties::decode(m.properties);
     let raw = Bytes::copy_from_slice(m.body);
-    let body = match message_model::compression::decompress_body(m.sys_flag, raw.clone()) {
+    let body = match message_model::compression::decompress_body(m.sys_flag, raw.clone(), max_body)
+    {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(cause = %e, offset = p.queue_offset, "stored body cannot be decompressed; delivered as stored");
