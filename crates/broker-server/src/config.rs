@@ -105,6 +105,10 @@ pub struct BrokerSection {
     /// Write the timer wheel's progress (`timerProgress.json`) this often
     /// (ms). Default 1000; 100..=60000.
     pub timer_flush_interval_ms: u64,
+    /// Most topics on the broker (its system topics aside); creating one
+    /// more is refused with `SYSTEM_ERROR` naming the limit. Sluice's.
+    /// Default 100000; at least 1.
+    pub topic_max_count: usize,
     /// Queues of an auto-created topic (capped by the request's). Default 8; 1..=1024.
     pub default_topic_queue_nums: i32,
     /// Permission of the broker (6 = read and write). Default 6.
@@ -176,6 +180,7 @@ impl Default for BrokerSection {
             auto_create_topic_enable: true,
             auto_create_subscription_group: true,
             notify_consumer_ids_changed_enable: true,
+            topic_max_count: 100_000,
             timer_wheel_enable: true,
             timer_max_delay_sec: 259_200,
             timer_max_pending: 10_000_000,
@@ -429,6 +434,9 @@ impl BrokerConfig {
                 b.bind_address.clone(),
                 "an IP address, such as 0.0.0.0 or 127.0.0.1".into(),
             ));
+        }
+        if b.topic_max_count == 0 {
+            return Err(invalid("topicMaxCount", "0".into(), "at least 1".into()));
         }
         if b.pull_hold_max_requests_per_connection == 0 {
             return Err(invalid(

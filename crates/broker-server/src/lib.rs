@@ -227,7 +227,8 @@ impl Broker {
             b.auto_create_topic_enable,
             b.default_topic_queue_nums,
         )
-        .map_err(io_error("load topics"))?;
+        .map_err(io_error("load topics"))?
+        .with_limit(b.topic_max_count);
         let offsets =
             offsets::OffsetManager::load(&config_dir).map_err(io_error("load consumer offsets"))?;
         let pop = pop::PopService::load(&config_dir, pop::PopLimits::default())

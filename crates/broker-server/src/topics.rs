@@ -7,7 +7,7 @@ use std::{
 };
 
 use dashmap::DashMap;
-use message_model::flags::{PERM_INHERIT, PERM_READ, PERM_WRITE, SCHEDULE_TOPIC};
+use message_model::flags::{PERM_INHERIT, PERM_READ, PERM_WRITE, SCHEDULE_TOPIC, TIMER_TOPIC};
 use remoting_protocol::{
     body::{self, DataVersion, TopicConfig, TopicConfigSerializeWrapper},
     AUTO_CREATE_TOPIC,
@@ -48,6 +48,11 @@ pub fn validate_topic_name(topic: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Topics the broker makes itself, never refused by the topic limit.
+fn is_system_topic(topic: &str) -> bool {
+    topic == AUTO_CREATE_TOPIC || topic == SCHEDULE_TOPIC || topic == TIMER_TOPIC
+}
+
 /// The broker's topics.
 #[derive(Debug)]
 pub struct TopicManager {
@@ -55,6 +60,8 @@ pub struct TopicManager {
     version: Mutex<DataVersion>,
     /// Serialises writes of the file, so the last change is what is on disk.
     write: Mutex<()>,
+    /// Most topics, system topics aside.
+    max_topics: usize,
     path: PathBuf,
 }
 
@@ -75,6 +82,7 @@ impl TopicManager {
             topics: wrapper.topic_config_table.into_iter().collect(),
             version: Mutex::new(wrapper.data_version),
             write: Mutex::new(()),
+            max_topics: usize::MAX,
             path,
         };
         if auto_create && !manager.topics.contains_key(AUTO_CREATE_TOPIC) {
@@ -92,6 +100,14 @@ impl TopicManager {
         Ok(manager)
     }
 
+    /// Sets the most topics the broker keeps (its system topics aside):
+    /// beyond it, creating one fails.
+    #[must_use]
+    pub fn with_limit(mut self, max_topics: usize) -> Self {
+        self.max_topics = max_topics;
+        self
+    }
+
     /// A topic's configuration.
     pub fn get(&self, topic: &str) -> Option<TopicConfig> {
         self.topics.get(topic).map(|t| t.clone())
@@ -101,10 +117,25 @@ impl TopicManager {
     /// anything changed.
     ///
     /// # Errors
-    /// The table cannot be written.
+    /// The table cannot be written, or a new topic would pass the limit
+    /// (`QuotaExceeded`, naming it).
     pub fn put(&self, config: TopicConfig) -> std::io::Result<bool> {
-        if self.get(&config.topic_name).as_ref() == Some(&config) {
+        let existing = self.get(&config.topic_name);
+        if existing.as_ref() == Some(&config) {
             return Ok(false);
+        }
+        if existing.is_none()
+            && !is_system_topic(&config.topic_name)
+            && self.topics.len() >= self.max_topics
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::QuotaExceeded,
+                format!(
+                    "the broker has {} topics; topicMaxCount is {}: delete unused topics or raise the limit",
+                    self.topics.len(),
+                    self.max_topics
+                ),
+            ));
         }
         tracing::info!(topic = %config.topic_name, read = config.read_queue_nums, write = config.write_queue_nums, perm = config.perm, "topic created or updated");
         self.topics.insert(config.topic_name.clone(), config);
@@ -279,5 +310,25 @@ mod tests {
         let reloaded = TopicManager::load(dir.path(), true, 8).unwrap();
         assert_eq!(reloaded.get("New").unwrap().write_queue_nums, 4);
         assert!(reloaded.wrapper().data_version.counter >= 2);
+    }
+
+    #[test]
+    fn topics_past_the_limit_are_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicManager::load(dir.path(), true, 8)
+            .unwrap()
+            .with_limit(2);
+        // TBW102 is one; one more fits.
+        assert!(topics
+            .get_or_create_for_send("A", AUTO_CREATE_TOPIC, 4, true)
+            .is_ok());
+        let err = topics
+            .get_or_create_for_send("B", AUTO_CREATE_TOPIC, 4, true)
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::QuotaExceeded);
+        assert!(err.to_string().contains("topicMaxCount is 2"), "{err}");
+        // System topics and updates of existing ones still go through.
+        topics.ensure_schedule_topic(18).unwrap();
+        assert!(topics.ensure_group_topic("A", 8).is_ok());
     }
 }

@@ -255,10 +255,10 @@ impl MessagingService for GrpcService {
                 return answer("QueryRoute", started, st.code, reply(st, Vec::new()));
             }
             Err(e) => {
-                tracing::error!(topic = %topic.name, cause = %e, "cannot save topic config");
+                tracing::error!(topic = %topic.name, cause = %e, "cannot create topic");
                 let st = status(
                     Code::InternalServerError,
-                    format!("cannot save topic config: {e}"),
+                    format!("topic {} cannot be created: {e}", topic.name),
                 );
                 return answer("QueryRoute", started, st.code, reply(st, Vec::new()));
             }

@@ -80,7 +80,10 @@ pub(crate) fn create_topic(state: &BrokerState, req: &RemotingCommand) -> Remoti
         }
         Err(e) => req.response_to(
             ResponseCode::SYSTEM_ERROR,
-            Some(format!("cannot save topic config: {e}")),
+            Some(format!(
+                "topic[{}] cannot be created or updated: {e}",
+                h.topic
+            )),
         ),
     }
 }

@@ -129,7 +129,7 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
         Err(e) => {
             return Appended::Refused(req.response_to(
                 ResponseCode::SYSTEM_ERROR,
-                Some(format!("cannot save topic config: {e}")),
+                Some(format!("topic[{}] cannot be created: {e}", header.topic)),
             ))
         }
     };
@@ -370,7 +370,7 @@ pub(super) fn ensure_topic(state: &BrokerState, topic: &str, queues: i32) -> Res
         }
         Err(e) => Err(Refusal::new(
             ResponseCode::SYSTEM_ERROR,
-            format!("topic[{topic}] not exist: cannot save topic config: {e}"),
+            format!("topic[{topic}] not exist and cannot be created: {e}"),
         )),
     }
 }
