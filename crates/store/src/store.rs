@@ -131,7 +131,12 @@ impl MessageStore {
         // before, and its queue offset must not be handed out twice.
         inner.dispatch_available();
         inner.commit_log.raise_queue_offsets(inner.queue_ends());
-        File::create(&abort_path).map_err(StoreError::io("create abort file", &abort_path))?;
+        // Durable before any append: after a power loss the next start must
+        // see it and recover as after a crash.
+        File::create(&abort_path)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| sync_dir(&root))
+            .map_err(StoreError::io("create abort file", &abort_path))?;
         let store = Self {
             threads: Mutex::new(Vec::new()),
             root,
@@ -419,7 +424,9 @@ impl MessageStore {
             && checkpoint.is_ok()
             && !inner.commit_log.is_poisoned();
         if clean {
-            if let Err(e) = fs::remove_file(self.root.join("abort")) {
+            if let Err(e) =
+                fs::remove_file(self.root.join("abort")).and_then(|()| sync_dir(&self.root))
+            {
                 tracing::warn!(cause = %e, "cannot remove abort file; next start recovers as after a crash");
             }
             tracing::info!(root = %self.root.display(), "message store shut down cleanly");
@@ -506,6 +513,12 @@ fn lock_store(root: &Path) -> Result<File, StoreError> {
         Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError::Locked { path }),
         Err(e) => Err(StoreError::io("lock", &path)(e.into())),
     }
+}
+
+
+/// Makes a directory's entries (a created or removed file) durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
