@@ -129,6 +129,10 @@ pub struct BrokerSection {
     pub server_channel_max_idle_time_seconds: u64,
     /// Most client connections at once. Default 10000.
     pub max_connections: usize,
+    /// Most client connections at once from one IP address; a further one
+    /// is closed as soon as it is accepted. Sluice's. Default 1000; at
+    /// least 1.
+    pub max_connections_per_address: usize,
     /// Most bytes of answers queued for one connection and not yet written
     /// (RocketMQ's Netty `writeBufferHighWaterMark`); past it the broker
     /// reads no more of that connection's requests until the client has
@@ -195,6 +199,7 @@ impl Default for BrokerSection {
             register_name_server_period: 30_000,
             server_channel_max_idle_time_seconds: 120,
             max_connections: 10_000,
+            max_connections_per_address: 1_000,
             write_buffer_high_water_mark: 64 * 1024 * 1024,
             connection_write_timeout_millis: 30_000,
             region_id: "DefaultRegion".into(),
@@ -433,6 +438,13 @@ impl BrokerConfig {
                 "bindAddress",
                 b.bind_address.clone(),
                 "an IP address, such as 0.0.0.0 or 127.0.0.1".into(),
+            ));
+        }
+        if b.max_connections_per_address == 0 {
+            return Err(invalid(
+                "maxConnectionsPerAddress",
+                "0".into(),
+                "at least 1".into(),
             ));
         }
         if b.topic_max_count == 0 {

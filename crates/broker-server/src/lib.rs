@@ -292,6 +292,7 @@ impl Broker {
         let shutdown = CancellationToken::new();
         let options = ServerOptions {
             max_connections: b.max_connections,
+            max_connections_per_address: b.max_connections_per_address,
             idle_timeout: (b.server_channel_max_idle_time_seconds > 0)
                 .then(|| Duration::from_secs(b.server_channel_max_idle_time_seconds)),
             write_queue_bytes: b.write_buffer_high_water_mark,

@@ -2,10 +2,11 @@
 //! connection a reader task and a writer task.
 
 use std::{
-    net::SocketAddr,
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc,
+        Arc, Mutex, PoisonError,
     },
     time::Duration,
 };
@@ -24,6 +25,9 @@ use crate::io::{budget_bytes, read_frames, write_frames, ReadEnd, WriteBudget};
 pub struct ServerOptions {
     /// Most connections open at once; further peers wait in the backlog.
     pub max_connections: usize,
+    /// Most connections open at once from one IP address; a further one is
+    /// closed as soon as it is accepted.
+    pub max_connections_per_address: usize,
     /// Largest frame accepted or sent, 4-byte prefix included.
     pub max_frame_len: usize,
     /// Close a connection that sends nothing for this long.
@@ -41,6 +45,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             max_connections: 10_000,
+            max_connections_per_address: 1_000,
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             idle_timeout: Some(Duration::from_secs(120)),
             write_queue_bytes: 64 * 1024 * 1024,
@@ -123,6 +128,7 @@ pub async fn serve<H: Handler>(
     shutdown: CancellationToken,
 ) {
     let limit = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let per_address: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     let mut backoff = Duration::from_millis(100);
     loop {
         let permit = tokio::select! {
@@ -139,11 +145,20 @@ pub async fn serve<H: Handler>(
         match accepted {
             Ok((stream, peer)) => {
                 backoff = Duration::from_millis(100);
+                let Some(slot) =
+                    AddressSlot::take(&per_address, peer.ip(), options.max_connections_per_address)
+                else {
+                    tracing::warn!(%peer, limit = options.max_connections_per_address,
+                        "too many connections from one address; closing the new one");
+                    drop(stream);
+                    continue;
+                };
                 let handler = Arc::clone(&handler);
                 let options = options.clone();
                 let cancel = shutdown.child_token();
                 tokio::spawn(async move {
                     run_connection(stream, peer, handler, options, cancel).await;
+                    drop(slot);
                     drop(permit);
                 });
             }
@@ -154,6 +169,40 @@ pub async fn serve<H: Handler>(
                     () = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(64));
+            }
+        }
+    }
+}
+
+/// One open connection's place in its address's count; given back on drop.
+struct AddressSlot {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl AddressSlot {
+    /// A place for a connection from `ip`, unless it has `limit` already.
+    fn take(counts: &Arc<Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr, limit: usize) -> Option<Self> {
+        let mut map = counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = map.entry(ip).or_default();
+        if *n >= limit.max(1) {
+            return None;
+        }
+        *n += 1;
+        Some(Self {
+            counts: Arc::clone(counts),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
             }
         }
     }

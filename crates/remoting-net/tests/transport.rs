@@ -278,3 +278,49 @@ async fn reconnecting_to_a_dead_address_backs_off() {
         "tried again after the back-off: {third}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_per_address_limit_are_closed() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve(
+        listener,
+        Arc::new(Echo::default()),
+        ServerOptions {
+            max_connections_per_address: 2,
+            ..ServerOptions::default()
+        },
+        shutdown.clone(),
+    ));
+    let options = ClientOptions::default();
+    let a = ClientConnection::connect(&addr, &options).await.unwrap();
+    let b = ClientConnection::connect(&addr, &options).await.unwrap();
+    for c in [&a, &b] {
+        let r = c
+            .invoke(heartbeat("hi"), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(&r.body[..], b"hi");
+    }
+    // A third from the same address is closed at once.
+    let mut third = TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(10), third.read(&mut buf))
+        .await
+        .expect("the third connection stayed open")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "the third connection got data");
+    // Once one closes, a new one is served.
+    a.close();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = ClientConnection::connect(&addr, &options).await.unwrap();
+        if let Ok(r) = c.invoke(heartbeat("again"), Duration::from_secs(1)).await {
+            assert_eq!(&r.body[..], b"again");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no place freed after a close");
+    }
+    shutdown.cancel();
+}

@@ -515,7 +515,6 @@ fn lock_store(root: &Path) -> Result<File, StoreError> {
     }
 }
 
-
 /// Makes a directory's entries (a created or removed file) durable.
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
