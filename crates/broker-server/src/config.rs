@@ -159,6 +159,12 @@ pub struct BrokerSection {
     pub long_polling_enable: bool,
     /// Hold time of such a pull when long polling is off (ms). Default 1000.
     pub short_polling_time_mills: u64,
+    /// Most messages one pull returns, whatever it asks for
+    /// (`maxMsgNums` above it is cut). Default 32; 1..=1024.
+    pub max_transfer_count_on_message_in_memory: usize,
+    /// Most bytes of messages one pull returns, whatever it asks for (at
+    /// least one message always). Default 262144 (256 KiB); 1024..=67108864.
+    pub max_transfer_bytes_on_message_in_memory: usize,
     /// Most pulls held at once; further ones are answered at once. Default 100000.
     pub pull_hold_max_requests: usize,
     /// Most pulls of one connection held at once; further ones are answered
@@ -209,6 +215,8 @@ impl Default for BrokerSection {
             flush_delay_offset_interval: 10_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,
+            max_transfer_count_on_message_in_memory: 32,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
             pull_hold_max_requests: 100_000,
             pull_hold_max_requests_per_connection: 10_000,
         }
@@ -445,6 +453,20 @@ impl BrokerConfig {
                 "maxConnectionsPerAddress",
                 "0".into(),
                 "at least 1".into(),
+            ));
+        }
+        if !(1..=1024).contains(&b.max_transfer_count_on_message_in_memory) {
+            return Err(invalid(
+                "maxTransferCountOnMessageInMemory",
+                b.max_transfer_count_on_message_in_memory.to_string(),
+                "1..=1024".into(),
+            ));
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&b.max_transfer_bytes_on_message_in_memory) {
+            return Err(invalid(
+                "maxTransferBytesOnMessageInMemory",
+                b.max_transfer_bytes_on_message_in_memory.to_string(),
+                "1024..=67108864 (bytes)".into(),
             ));
         }
         if b.topic_max_count == 0 {

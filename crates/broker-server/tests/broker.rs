@@ -430,3 +430,55 @@ async fn listeners_bind_to_the_bind_address() {
         .to_string();
     assert!(err.contains("bindAddress"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_returns_at_most_the_broker_caps() {
+    let b = TestBroker::start(&[]).await;
+    for (topic, size) in [("Caps", 10), ("BigCaps", 16 * 1024)] {
+        for _ in 0..50 {
+            let sent = b
+                .invoke(send_request(topic, 0, &vec![b'x'; size], ""))
+                .await;
+            assert_eq!(sent.response_code(), ResponseCode::SUCCESS);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.broker.state().store.max_offset_in_queue("BigCaps", 0) < 50 {
+        assert!(Instant::now() < deadline, "not dispatched");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let count = |body: &[u8]| {
+        let mut n = 0;
+        let mut pos = 0;
+        while pos < body.len() {
+            let message_model::record::Record::Message(m) =
+                message_model::record::check(&body[pos..], false)
+            else {
+                break;
+            };
+            n += 1;
+            pos += m.total_size;
+        }
+        n
+    };
+    // 100 asked: 32 (maxTransferCountOnMessageInMemory) at most.
+    let many = b.invoke(pull_request("Caps", 0, 0, 100)).await;
+    assert_eq!(many.response_code(), ResponseCode::SUCCESS);
+    assert_eq!(count(&many.body), 32);
+    // 10 MB asked of 16 KiB messages: 256 KiB (maxTransferBytesOnMessageInMemory) at most.
+    let mut big = pull_request("BigCaps", 0, 0, 32);
+    big.set_ext("maxMsgBytes", "10000000");
+    let capped = b.invoke(big).await;
+    assert_eq!(capped.response_code(), ResponseCode::SUCCESS);
+    assert!(
+        capped.body.len() <= 256 * 1024,
+        "{} bytes",
+        capped.body.len()
+    );
+    assert!(
+        (1..32).contains(&count(&capped.body)),
+        "{}",
+        count(&capped.body)
+    );
+    b.broker.shutdown().await;
+}

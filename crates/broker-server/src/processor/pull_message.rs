@@ -19,9 +19,6 @@ use crate::{
     state::BrokerState,
 };
 
-/// Most bytes one pull returns when the request sets no limit.
-const DEFAULT_MAX_PULL_BYTES: usize = 256 * 1024;
-
 /// Reads messages and answers with them and the next offsets; parks the
 /// pull (answering later, `None` now) when it finds nothing and may wait.
 pub(crate) fn pull(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
@@ -178,16 +175,21 @@ fn read(
     }
     let tags = subscribed_tags(header.subscription.as_deref());
     let filter = |code: i64| tags.as_ref().is_none_or(|t| t.contains(&code));
+    // What the client asks for, within the broker's caps.
+    let byte_cap = cfg.broker.max_transfer_bytes_on_message_in_memory;
     let max_bytes = header
         .max_msg_bytes
         .and_then(|b| usize::try_from(b).ok())
         .filter(|b| *b > 0)
-        .unwrap_or(DEFAULT_MAX_PULL_BYTES);
+        .map_or(byte_cap, |b| b.min(byte_cap));
+    let max_msgs = usize::try_from(header.max_msg_nums)
+        .unwrap_or(1)
+        .clamp(1, cfg.broker.max_transfer_count_on_message_in_memory);
     let got = state.store.get_messages(
         &header.topic,
         header.queue_id,
         header.queue_offset,
-        usize::try_from(header.max_msg_nums).unwrap_or(1).max(1),
+        max_msgs,
         max_bytes,
         Some(&filter),
     );
