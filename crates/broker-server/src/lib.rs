@@ -14,7 +14,6 @@
 //! processor against the shared [`state::BrokerState`].
 #![deny(clippy::unwrap_used)]
 
-mod broker_conf;
 pub mod clients;
 pub mod config;
 pub mod executor;

@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, sync::LazyLock};
 
 /// RocketMQ's broker settings by name.
 static ROCKETMQ_KEYS: LazyLock<BTreeSet<&'static str>> = LazyLock::new(|| {
-    include_str!("../data/rocketmq-keys.txt")
+    include_str!("../../data/rocketmq-keys.txt")
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
