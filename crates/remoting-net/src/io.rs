@@ -152,14 +152,41 @@ pub(crate) async fn read_frames<R: AsyncRead + Unpin>(
 /// Most bytes gathered into one write.
 const MAX_BATCH_BYTES: usize = 1 << 20;
 
+/// A command queued for a connection's writer, with what it counts in the
+/// connection's write budget (counted once, when it was queued).
+pub(crate) trait Outgoing {
+    fn command(&self) -> &RemotingCommand;
+    fn budgeted(&self) -> usize;
+}
+
+/// A client's commands are not budgeted.
+impl Outgoing for RemotingCommand {
+    fn command(&self) -> &RemotingCommand {
+        self
+    }
+    fn budgeted(&self) -> usize {
+        0
+    }
+}
+
+/// A server's answers, with their [`budget_bytes`].
+impl Outgoing for (RemotingCommand, usize) {
+    fn command(&self) -> &RemotingCommand {
+        &self.0
+    }
+    fn budgeted(&self) -> usize {
+        self.1
+    }
+}
+
 /// Writes commands from `rx` until it closes or `cancel` fires (then writes
 /// what is already queued), coalescing everything ready into one write.
 /// With a `budget`, what is written is taken off it; with a `timeout`, a
 /// write that cannot finish in that time fails with `TimedOut` (the peer
 /// does not read).
-pub(crate) async fn write_frames<W: AsyncWrite + Unpin>(
+pub(crate) async fn write_frames<W: AsyncWrite + Unpin, O: Outgoing>(
     mut writer: W,
-    mut rx: UnboundedReceiver<RemotingCommand>,
+    mut rx: UnboundedReceiver<O>,
     max_frame_len: usize,
     cancel: &CancellationToken,
     budget: Option<&WriteBudget>,
@@ -177,14 +204,13 @@ pub(crate) async fn write_frames<W: AsyncWrite + Unpin>(
         };
         let Some(first) = first else { break };
         buf.clear();
-        let mut budgeted = 0;
-        encode_into(&first, &mut buf, max_frame_len);
-        budgeted += budget.map_or(0, |_| budget_bytes(&first));
+        encode_into(first.command(), &mut buf, max_frame_len);
+        let mut budgeted = first.budgeted();
         while buf.len() < MAX_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(cmd) => {
-                    encode_into(&cmd, &mut buf, max_frame_len);
-                    budgeted += budget.map_or(0, |_| budget_bytes(&cmd));
+                Ok(next) => {
+                    encode_into(next.command(), &mut buf, max_frame_len);
+                    budgeted += next.budgeted();
                 }
                 Err(_) => break,
             }

@@ -70,7 +70,7 @@ pub trait Handler: Send + Sync + 'static {
 pub struct Connection {
     id: u64,
     peer: SocketAddr,
-    tx: mpsc::UnboundedSender<RemotingCommand>,
+    tx: mpsc::UnboundedSender<(RemotingCommand, usize)>,
     cancel: CancellationToken,
     budget: Arc<WriteBudget>,
 }
@@ -93,7 +93,7 @@ impl Connection {
         // Counted before the writer can see it, so it is never taken off
         // before it was added.
         self.budget.add(bytes);
-        if self.tx.send(cmd).is_err() {
+        if self.tx.send((cmd, bytes)).is_err() {
             self.budget.written(bytes);
             return false;
         }

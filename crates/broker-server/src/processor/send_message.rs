@@ -222,8 +222,9 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
         let delayed = std::iter::once(header.properties.as_deref().unwrap_or(""))
             .chain(entries.iter().map(|e| e.properties.as_str()))
             .any(|p| {
-                delay_request(p, header.sys_flag, max_level) != DelayRequest::None
-                    || timer_request(&header.topic, p, now, i64::MAX) != TimerRequest::None
+                carries_timing(p)
+                    && (delay_request(p, header.sys_flag, max_level) != DelayRequest::None
+                        || timer_request(&header.topic, p, now, i64::MAX) != TimerRequest::None)
             });
         if delayed {
             return Appended::Refused(req.response_to(
@@ -393,6 +394,12 @@ pub(super) fn apply_delay(msg: &mut MessageToStore, max_level: i32) -> Result<()
     }
 }
 
+/// Whether properties may ask for a delay level or a timer: most sends
+/// carry neither, and this is one scan instead of five lookups.
+fn carries_timing(properties: &str) -> bool {
+    properties.contains("DELAY\u{1}") || properties.contains("TIMER_")
+}
+
 /// Moves a message with a `DELAY` level into the schedule topic, or one
 /// with timer properties due later into the timer topic; refuses what
 /// cannot be honoured.
@@ -401,8 +408,7 @@ fn apply_timing(
     msg: &mut MessageToStore,
     max_level: i32,
 ) -> Result<(), Refusal> {
-    // Most sends carry neither: one scan instead of five lookups.
-    if !msg.properties.contains("DELAY\u{1}") && !msg.properties.contains("TIMER_") {
+    if !carries_timing(&msg.properties) {
         return Ok(());
     }
     if delay_request(&msg.properties, msg.sys_flag, max_level) != DelayRequest::None {
