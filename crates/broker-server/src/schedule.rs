@@ -93,23 +93,35 @@ pub fn to_schedule(msg: &mut MessageToStore, level: i32) {
 /// properties removed. `None` for a record without a real topic, or whose
 /// real topic is a transaction's half topic (never delivered).
 pub fn from_schedule(record: &[u8]) -> Option<MessageToStore> {
+    let msg = to_real_topic(record, |props| {
+        for key in [
+            keys::DELAY_TIME_LEVEL,
+            keys::TIMER_DELIVER_MS,
+            keys::TIMER_DELAY_SEC,
+            keys::TIMER_DELAY_MS,
+        ] {
+            props.remove(key);
+        }
+    })?;
+    (msg.topic != "RMQ_SYS_TRANS_HALF_TOPIC").then_some(msg)
+}
+
+/// A record held on a system topic (schedule or timer) as the message to
+/// store in its real topic and queue (`REAL_TOPIC`/`REAL_QID`, removed),
+/// with `WAIT=false` and its other properties as `adjust` leaves them;
+/// body, flags, hosts, times and redelivery count are kept. `None` for a
+/// record without a real topic and queue.
+pub(crate) fn to_real_topic(
+    record: &[u8],
+    adjust: impl FnOnce(&mut Properties),
+) -> Option<MessageToStore> {
     let Record::Message(m) = record::check(record, false) else {
         return None;
     };
     let mut props = Properties::decode(m.properties);
     let topic = props.remove(keys::REAL_TOPIC)?;
-    if topic == "RMQ_SYS_TRANS_HALF_TOPIC" {
-        return None;
-    }
     let queue_id = props.remove(keys::REAL_QUEUE_ID)?.parse().ok()?;
-    for key in [
-        keys::DELAY_TIME_LEVEL,
-        keys::TIMER_DELIVER_MS,
-        keys::TIMER_DELAY_SEC,
-        keys::TIMER_DELAY_MS,
-    ] {
-        props.remove(key);
-    }
+    adjust(&mut props);
     let _ = props.insert(keys::WAIT_STORE_MSG_OK, "false");
     Some(MessageToStore {
         topic,

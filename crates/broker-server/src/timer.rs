@@ -40,13 +40,12 @@ use std::{
 use message_model::{
     flags::TIMER_TOPIC,
     properties::{keys, Properties},
-    record::{self, Record},
     MessageToStore,
 };
 use serde::{Deserialize, Serialize};
 use store::MessageStore;
 
-use crate::{persist, service_loop::ServiceLoop};
+use crate::{persist, schedule::to_real_topic, service_loop::ServiceLoop};
 
 /// What a send's timer properties ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,26 +114,8 @@ pub fn to_timer(msg: &mut MessageToStore, due_ms: i64) {
 /// its real topic and queue, stamped with `TIMER_DEQUEUE_MS`. `None` for a
 /// record without a real topic.
 fn from_timer(record: &[u8], now_ms: i64) -> Option<MessageToStore> {
-    let Record::Message(m) = record::check(record, false) else {
-        return None;
-    };
-    let mut props = Properties::decode(m.properties);
-    let topic = props.remove(keys::REAL_TOPIC)?;
-    let queue_id = props.remove(keys::REAL_QUEUE_ID)?.parse().ok()?;
-    let _ = props.insert(keys::TIMER_DEQUEUE_MS, now_ms.to_string());
-    let _ = props.insert(keys::WAIT_STORE_MSG_OK, "false");
-    Some(MessageToStore {
-        topic,
-        queue_id,
-        flag: m.flag,
-        sys_flag: m.sys_flag,
-        born_timestamp: m.born_timestamp,
-        born_host: m.born_host,
-        store_host: m.store_host,
-        reconsume_times: m.reconsume_times,
-        prepared_transaction_offset: m.prepared_transaction_offset,
-        body: bytes::Bytes::copy_from_slice(m.body),
-        properties: props.encode(),
+    to_real_topic(record, |props| {
+        let _ = props.insert(keys::TIMER_DEQUEUE_MS, now_ms.to_string());
     })
 }
 
@@ -409,6 +390,8 @@ impl TimerWheel {
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
+
+    use message_model::record::{self, Record};
 
     use super::*;
     use store::StoreConfig;
