@@ -975,32 +975,30 @@ async fn cpp_consumers_of_one_group_split_the_queues_at_once() {
         sent.insert(r.msg_id, r.message_queue);
     }
     producer.shutdown().await;
+    // Counted while both members run: once one stops, the other takes its
+    // queues and may read again what the first consumed but had not yet
+    // committed, which at-least-once delivery allows.
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut got = 0;
-    while got < n {
-        let (_, d) = next_of_either(&mut members, deadline).await;
-        got += usize::from(sent.contains_key(&d.msg_id));
-    }
-    let [a, b] = members;
-    let runs = [a.finish(EXIT_SLACK).await, b.finish(EXIT_SLACK).await];
     let mut count: HashMap<String, usize> = HashMap::new();
     let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
-    for (who, run) in runs.iter().enumerate() {
-        for d in run.deliveries() {
-            let Some(q) = sent.get(&d.msg_id) else {
-                continue;
-            };
-            *count.entry(d.msg_id.clone()).or_default() += 1;
-            let key = format!("{}-{}", q.broker_name, q.queue_id);
-            let r = readers.entry(key).or_default();
-            if !r.contains(&who) {
-                r.push(who);
-            }
+    while count.len() < n {
+        let (who, d) = next_of_either(&mut members, deadline).await;
+        let Some(q) = sent.get(&d.msg_id) else {
+            continue;
+        };
+        *count.entry(d.msg_id.clone()).or_default() += 1;
+        let r = readers
+            .entry(format!("{}-{}", q.broker_name, q.queue_id))
+            .or_default();
+        if !r.contains(&who) {
+            r.push(who);
         }
     }
+    let [a, b] = members;
+    a.finish(EXIT_SLACK).await.assert_success();
+    b.finish(EXIT_SLACK).await.assert_success();
     let twice = count.values().filter(|&&c| c > 1).count();
-    assert_eq!(count.len(), n, "distinct messages received");
-    assert_eq!(twice, 0, "messages received by both consumers");
+    assert_eq!(twice, 0, "messages received twice while both ran");
     let shared: Vec<_> = readers.iter().filter(|(_, r)| r.len() > 1).collect();
     assert!(shared.is_empty(), "queues read by both: {shared:?}");
     println!("queues per member after the split: {owners:?}");
