@@ -27,6 +27,7 @@ pub mod processor;
 pub mod rebalance_lock;
 pub mod registration;
 pub mod request;
+pub mod retention_watch;
 pub mod schedule;
 pub mod service_loop;
 pub mod state;
@@ -276,6 +277,9 @@ impl Broker {
                 }
             },
         ));
+        state
+            .store
+            .set_retention_listener(retention_watch::listener(Arc::downgrade(&state)));
         let threads = executor::start(&state).map_err(io_error("start worker threads"))?;
         let housekeeping_stop = Arc::new(AtomicBool::new(false));
         let mut threads = threads;

@@ -56,6 +56,20 @@ impl OffsetManager {
         self.dirty.store(true, Ordering::Release);
     }
 
+    /// Every committed offset, as `(topic, group, queue id, offset)`.
+    pub fn entries(&self) -> Vec<(String, String, i32, i64)> {
+        let mut out = Vec::new();
+        for e in &self.table {
+            let Some((topic, group)) = e.key().split_once('@') else {
+                continue;
+            };
+            for (&queue_id, &offset) in e.value() {
+                out.push((topic.to_owned(), group.to_owned(), queue_id, offset));
+            }
+        }
+        out
+    }
+
     /// Forgets every offset of a group; returns how many topics it had.
     pub fn remove_group(&self, group: &str) -> usize {
         let suffix = format!("@{group}");

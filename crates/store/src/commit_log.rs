@@ -159,6 +159,9 @@ pub struct CommitLog {
     fault_lock_delay_ms: AtomicU64,
     max_message_size: usize,
     disk_full: AtomicBool,
+    /// Disk use above `diskSpaceWarningLevelRatio`, with the answer's remark.
+    space_full: AtomicBool,
+    space_remark: Mutex<String>,
     /// Offset after the last appended byte, published after each append.
     wrote_end: AtomicU64,
     poisoned: Mutex<Option<String>>,
@@ -194,6 +197,8 @@ impl CommitLog {
             fault_lock_delay_ms: AtomicU64::new(options.fault_lock_delay_ms),
             max_message_size: options.max_message_size,
             disk_full: AtomicBool::new(false),
+            space_full: AtomicBool::new(false),
+            space_remark: Mutex::new(String::new()),
             poisoned: Mutex::new(None),
             poisoned_flag: AtomicBool::new(false),
             hold_time: metrics::histogram!("sluice_store_put_lock_hold_seconds"),
@@ -386,7 +391,30 @@ impl CommitLog {
 
     /// Reports whether appends are accepted now.
     pub fn is_writable(&self) -> bool {
-        !self.poisoned_flag.load(Ordering::Acquire) && !self.disk_full.load(Ordering::Acquire)
+        !self.poisoned_flag.load(Ordering::Acquire)
+            && !self.disk_full.load(Ordering::Acquire)
+            && !self.space_full.load(Ordering::Acquire)
+    }
+
+    /// Refuses appends with `remark` (disk use above the warning level), or
+    /// accepts them again with `None`.
+    pub fn set_space_full(&self, remark: Option<String>) {
+        let full = remark.is_some();
+        if let Some(remark) = remark {
+            *self
+                .space_remark
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = remark;
+        }
+        if self.space_full.swap(full, Ordering::AcqRel) != full {
+            if full {
+                tracing::error!("disk use above diskSpaceWarningLevelRatio: commit log refuses writes until cleaning frees space");
+            } else {
+                tracing::info!(
+                    "disk use back under diskSpaceCleanForciblyRatio: commit log accepts writes"
+                );
+            }
+        }
     }
 
     /// Reports whether a durability failure stopped appends for good.
@@ -422,6 +450,14 @@ impl CommitLog {
             return Err(PutError::ServiceNotAvailable {
                 reason: "disk full: the store takes no writes until space is freed".into(),
             });
+        }
+        if self.space_full.load(Ordering::Acquire) {
+            let remark = self
+                .space_remark
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            return Err(PutError::ServiceNotAvailable { reason: remark });
         }
         Ok(())
     }

@@ -98,6 +98,40 @@ pub struct StoreConfig {
     /// (`s`, `m`, `h`, `d`) separated by spaces. Default RocketMQ's 18
     /// levels, `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`.
     pub message_delay_level: String,
+    /// Hours a CommitLog file is kept after it was last written (its
+    /// modification time). Default 72; 0..=87600.
+    pub file_reserved_time: u64,
+    /// Hours of the day (local time, `;`-separated, such as `04` or
+    /// `01;13`) in which expired files are deleted even with room on the
+    /// disk. Default `04`.
+    #[serde(deserialize_with = "hours_of_day")]
+    pub delete_when: String,
+    /// Milliseconds between two cleaning passes. Default 10000; 10..=3,600,000.
+    pub clean_resource_interval: u64,
+    /// Milliseconds between two CommitLog file deletions in one pass.
+    /// Default 100; 0..=60000.
+    pub delete_commit_log_files_interval: u64,
+    /// Milliseconds after each ConsumeQueue that lost files in a pass.
+    /// Default 100; 0..=60000.
+    pub delete_consume_queue_files_interval: u64,
+    /// A deleted file that a reader still maps is reported once this many ms
+    /// have passed; its disk blocks return when the last reader lets go.
+    /// Default 120000; 1000..=86,400,000.
+    pub destroy_maped_file_interval_forcibly: u64,
+    /// Most CommitLog files deleted in one pass. Default 10; 1..=1000.
+    pub delete_file_batch_max: usize,
+    /// Disk use (percent) above which expired files are deleted at any hour.
+    /// Default 75; 10..=95.
+    pub disk_max_used_space_ratio: u32,
+    /// Disk use (percent) above which writes are refused until cleaning
+    /// brings it down to `diskSpaceCleanForciblyRatio`. Default 90; 35..=90.
+    pub disk_space_warning_level_ratio: u32,
+    /// Disk use (percent) above which the oldest files are deleted whatever
+    /// their age (with `cleanFileForciblyEnable`). Default 85; 30..=85.
+    pub disk_space_clean_forcibly_ratio: u32,
+    /// Allow deleting files that have not expired when the disk is above
+    /// `diskSpaceCleanForciblyRatio`. Default true.
+    pub clean_file_forcibly_enable: bool,
     /// Fault injection: sleep this long (ms) inside the put lock on every
     /// append. For tests and demonstrations only. Default 0 (off).
     pub fault_put_lock_delay_mills: u64,
@@ -133,6 +167,17 @@ impl Default for StoreConfig {
             check_crc_on_recover: true,
             warm_maped_file_enable: false,
             message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
+            file_reserved_time: 72,
+            delete_when: "04".to_owned(),
+            clean_resource_interval: 10_000,
+            delete_commit_log_files_interval: 100,
+            delete_consume_queue_files_interval: 100,
+            destroy_maped_file_interval_forcibly: 120_000,
+            delete_file_batch_max: 10,
+            disk_max_used_space_ratio: 75,
+            disk_space_warning_level_ratio: 90,
+            disk_space_clean_forcibly_ratio: 85,
+            clean_file_forcibly_enable: true,
             fault_put_lock_delay_mills: 0,
             fault_flush_delay_mills: 0,
         }
@@ -179,6 +224,29 @@ impl StoreConfig {
             return Err(bad("1 to 64 delays such as \"1s 5s 10s 1m 2h\"".into()));
         }
         Ok(levels)
+    }
+
+    /// The hours of the day named by `deleteWhen`.
+    ///
+    /// # Errors
+    /// A part is not a whole number from 0 to 23.
+    pub fn delete_hours(&self) -> Result<Vec<u32>, ConfigError> {
+        self.delete_when
+            .split(';')
+            .map(|part| {
+                part.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|h| *h < 24)
+                    .ok_or_else(|| ConfigError {
+                        key: "deleteWhen",
+                        value: format!("{:?}", self.delete_when),
+                        allowed:
+                            "hours of the day 0 to 23 separated by `;`, such as \"04\" or \"01;13\""
+                                .into(),
+                    })
+            })
+            .collect()
     }
 
     /// A configuration rooted at `dir` with every other value at its default.
@@ -255,6 +323,51 @@ impl StoreConfig {
             10_000_000,
         )?;
         self.delay_levels_ms()?;
+        self.delete_hours()?;
+        range("fileReservedTime", self.file_reserved_time, 0, 87_600)?;
+        range(
+            "cleanResourceInterval",
+            self.clean_resource_interval,
+            10,
+            3_600_000,
+        )?;
+        range(
+            "deleteCommitLogFilesInterval",
+            self.delete_commit_log_files_interval,
+            0,
+            60_000,
+        )?;
+        range(
+            "deleteConsumeQueueFilesInterval",
+            self.delete_consume_queue_files_interval,
+            0,
+            60_000,
+        )?;
+        range(
+            "destroyMapedFileIntervalForcibly",
+            self.destroy_maped_file_interval_forcibly,
+            1000,
+            86_400_000,
+        )?;
+        range("deleteFileBatchMax", self.delete_file_batch_max, 1, 1000)?;
+        range(
+            "diskMaxUsedSpaceRatio",
+            self.disk_max_used_space_ratio,
+            10,
+            95,
+        )?;
+        range(
+            "diskSpaceWarningLevelRatio",
+            self.disk_space_warning_level_ratio,
+            35,
+            90,
+        )?;
+        range(
+            "diskSpaceCleanForciblyRatio",
+            self.disk_space_clean_forcibly_ratio,
+            30,
+            85,
+        )?;
         range(
             "faultPutLockDelayMills",
             self.fault_put_lock_delay_mills,
@@ -269,6 +382,21 @@ impl StoreConfig {
         )?;
         Ok(())
     }
+}
+
+/// Reads `deleteWhen` as written, a string, or as a bare number (a
+/// `broker.conf` line `deleteWhen=04` reaches here as the number 4).
+fn hours_of_day<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Hours {
+        Text(String),
+        Number(u64),
+    }
+    Ok(match Hours::deserialize(d)? {
+        Hours::Text(s) => s,
+        Hours::Number(n) => n.to_string(),
+    })
 }
 
 fn range<T>(key: &'static str, value: T, min: T, max: T) -> Result<(), ConfigError>
@@ -336,6 +464,29 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn retention_keys_read_as_rocketmq_writes_them() {
+        let c: StoreConfig =
+            serde_json::from_str(r#"{"deleteWhen":4,"fileReservedTime":48}"#).unwrap();
+        assert_eq!(c.delete_hours().unwrap(), [4]);
+        let c: StoreConfig = serde_json::from_str(r#"{"deleteWhen":"01; 13"}"#).unwrap();
+        assert_eq!(c.delete_hours().unwrap(), [1, 13]);
+        for bad in ["24", "", "4am", "1;;2"] {
+            let c = StoreConfig {
+                delete_when: bad.into(),
+                ..StoreConfig::default()
+            };
+            assert_eq!(c.validate().unwrap_err().key, "deleteWhen", "{bad:?}");
+        }
+        let c = StoreConfig {
+            disk_space_warning_level_ratio: 95,
+            ..StoreConfig::default()
+        };
+        let err = c.validate().unwrap_err();
+        assert_eq!(err.key, "diskSpaceWarningLevelRatio");
+        assert!(err.to_string().contains("35..=90"), "{err}");
     }
 
     #[test]

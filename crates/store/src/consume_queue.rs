@@ -72,6 +72,9 @@ pub struct ConsumeQueue {
     files: FileQueue,
     /// Entry count (the next queue offset).
     max_offset: AtomicI64,
+    /// First entry whose message is still in the CommitLog (entries before
+    /// it point at deleted files); only grows.
+    min_logic: AtomicI64,
 }
 
 impl ConsumeQueue {
@@ -136,6 +139,7 @@ impl ConsumeQueue {
             files: FileQueue::new(&dir, FileFactory::plain(file_size), files, false),
             dir,
             max_offset: AtomicI64::new(max),
+            min_logic: AtomicI64::new(0),
         })
     }
 
@@ -148,6 +152,7 @@ impl ConsumeQueue {
             files: FileQueue::new(&dir, FileFactory::plain(file_size), Vec::new(), false),
             dir,
             max_offset: AtomicI64::new(0),
+            min_logic: AtomicI64::new(0),
         }
     }
 
@@ -212,9 +217,18 @@ impl ConsumeQueue {
         }
     }
 
-    /// Entry at `queue_offset`, if written.
+    /// Entry at `queue_offset`, if written and its message still kept.
     pub fn get(&self, queue_offset: i64) -> Option<CqEntry> {
-        if queue_offset < self.min_offset() || queue_offset >= self.max_offset() {
+        if queue_offset < self.min_offset() {
+            return None;
+        }
+        self.entry_at(queue_offset)
+    }
+
+    /// Entry at `queue_offset` if its file is still there, whether or not
+    /// its message is.
+    fn entry_at(&self, queue_offset: i64) -> Option<CqEntry> {
+        if queue_offset < 0 || queue_offset >= self.max_offset() {
             return None;
         }
         let pos = queue_offset as u64 * ENTRY_SIZE as u64;
@@ -228,9 +242,60 @@ impl ConsumeQueue {
         self.max_offset.load(Ordering::Acquire)
     }
 
-    /// First queue offset still kept.
+    /// First queue offset whose message is still kept.
     pub fn min_offset(&self) -> i64 {
-        (self.files.min_offset() / ENTRY_SIZE as u64) as i64
+        let first_file = (self.files.min_offset() / ENTRY_SIZE as u64) as i64;
+        first_file.max(self.min_logic.load(Ordering::Acquire))
+    }
+
+    /// The first queue offset at or after `from` whose message starts at or
+    /// after the physical offset `phys` (the end offset when none does).
+    /// Entries point at increasing physical offsets, so this is a binary
+    /// search.
+    pub fn first_offset_at_or_after(&self, from: i64, phys: u64) -> i64 {
+        let (mut lo, mut hi) = (from.max(self.min_offset()), self.max_offset());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let below = self
+                .entry_at(mid)
+                .is_none_or(|e| u64::try_from(e.commit_log_offset).map_or(true, |o| o < phys));
+            if below {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Deletes the files (never the last) whose every entry points below
+    /// `min_phys`, the CommitLog's first kept byte, then moves the minimum
+    /// offset to the first entry at or after it. Returns the files deleted.
+    ///
+    /// # Errors
+    /// A file name cannot be removed; the queue is still consistent.
+    pub fn delete_expired(&self, min_phys: u64) -> io::Result<usize> {
+        let mut deleted = 0;
+        while self.files.count() > 1 {
+            let Some(first) = self.files.first() else {
+                break;
+            };
+            let last_entry = first
+                .read(first.size() - ENTRY_SIZE, ENTRY_SIZE)
+                .map(CqEntry::decode);
+            let expired = last_entry
+                .is_some_and(|e| u64::try_from(e.commit_log_offset).map_or(true, |o| o < min_phys));
+            if !expired || !self.files.remove_first(&first) {
+                break;
+            }
+            let after = (first.from_offset() + first.size() as u64) / ENTRY_SIZE as u64;
+            self.min_logic.fetch_max(after as i64, Ordering::AcqRel);
+            first.unlink()?;
+            deleted += 1;
+        }
+        let first_kept = self.first_offset_at_or_after(0, min_phys);
+        self.min_logic.fetch_max(first_kept, Ordering::AcqRel);
+        Ok(deleted)
     }
 
     /// Makes written entries durable.
@@ -272,6 +337,30 @@ mod tests {
         assert_eq!(cq.get(2), Some(entry(200)));
         assert_eq!(cq.get(5), None);
         assert!(dir.path().join("T/0/00000000000000000060").exists());
+    }
+
+    #[test]
+    fn expired_files_go_and_the_minimum_follows_the_commit_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = ConsumeQueue::create(dir.path(), "T", 0, 3 * ENTRY_SIZE);
+        for i in 0..8 {
+            cq.put(i, entry(i * 100)).unwrap();
+        }
+        assert_eq!(cq.first_offset_at_or_after(0, 250), 3);
+        assert_eq!(cq.first_offset_at_or_after(5, 250), 5);
+        assert_eq!(cq.first_offset_at_or_after(0, 10_000), 8);
+        // Messages below 450 are gone: the file of entries 0..3 goes, the
+        // next one stays (entry 5 is still kept) and the minimum is 5.
+        assert_eq!(cq.delete_expired(450).unwrap(), 1);
+        assert!(!dir.path().join("T/0/00000000000000000000").exists());
+        assert_eq!(cq.min_offset(), 5);
+        assert_eq!(cq.get(4), None);
+        assert_eq!(cq.get(5), Some(entry(500)));
+        // Everything gone: the last file stays, the queue is empty at 8.
+        assert_eq!(cq.delete_expired(10_000).unwrap(), 1);
+        assert_eq!((cq.min_offset(), cq.max_offset()), (8, 8));
+        cq.put(8, entry(800)).unwrap();
+        assert_eq!(cq.get(8), Some(entry(800)));
     }
 
     #[test]

@@ -184,6 +184,23 @@ impl FileQueue {
         self.read_files().first().cloned()
     }
 
+    /// Number of files.
+    pub fn count(&self) -> usize {
+        self.read_files().len()
+    }
+
+    /// Takes `file` out of the queue if it is still the oldest and not the
+    /// only one (the last file is never removed). Readers that already hold
+    /// it keep a valid mapping.
+    pub fn remove_first(&self, file: &Arc<MappedFile>) -> bool {
+        let mut files = self.files.write().unwrap_or_else(PoisonError::into_inner);
+        if files.len() < 2 || !files.first().is_some_and(|f| Arc::ptr_eq(f, file)) {
+            return false;
+        }
+        files.remove(0);
+        true
+    }
+
     /// Every file, oldest first.
     #[cfg(test)]
     pub fn files(&self) -> Vec<Arc<MappedFile>> {

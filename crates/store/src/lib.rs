@@ -19,7 +19,8 @@
 //! - `store`: the facade, [`MessageStore`]; `state`: what it shares with its
 //!   threads.
 //! - `dispatch`: the reput thread that builds the ConsumeQueues from the
-//!   CommitLog and announces arrivals; `services`: the commit, flush, flush
+//!   CommitLog and announces arrivals; `retention`: the cleaning thread that
+//!   deletes expired files and guards the disk; `services`: the commit, flush, flush
 //!   timer and housekeeping threads; `group_commit`: SYNC_FLUSH
 //!   acknowledgements and the [`FlushTicket`].
 //! - `commit_log`, `consume_queue`, `file_queue`, `mmap` (the only `unsafe`
@@ -38,6 +39,7 @@ mod group_commit;
 mod mmap;
 mod pool;
 mod recovery;
+mod retention;
 mod services;
 mod state;
 mod store;
@@ -50,4 +52,5 @@ pub use error::{PutError, StoreError};
 pub use group_commit::{FlushTicket, GroupCommitStats};
 pub use message_model::MessageToStore;
 pub use mmap::flush_calls;
+pub use retention::{Expiring, RetentionListener, RetentionStats};
 pub use store::{GetResult, GetStatus, MessageStore, PutOutcome, PutStatus};

@@ -365,6 +365,15 @@ impl MappedFile {
         *self.flushed.get_mut() = pos;
     }
 
+    /// Removes the file's name from its directory. The mapping stays valid;
+    /// the disk blocks return once the last holder drops the file.
+    ///
+    /// # Errors
+    /// The error of removing the name.
+    pub fn unlink(&self) -> io::Result<()> {
+        std::fs::remove_file(&self.path)
+    }
+
     /// Deletes the file from disk.
     ///
     /// # Errors

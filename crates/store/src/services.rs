@@ -2,8 +2,8 @@
 //! pool buffers into the files), `store-flush` (ASYNC_FLUSH every interval,
 //! or the SYNC_FLUSH group commit), `store-flush-timer` (answers appends no
 //! flush covered in time), `store-housekeeping` (flushes the ConsumeQueues
-//! and the checkpoint, watches the disk) and the start of `store-reput` (see
-//! [`crate::dispatch`]); how they start and stop, and the [`Signal`] each one
+//! and the checkpoint, watches the disk), the start of `store-reput` (see
+//! [`crate::dispatch`]) and of `store-clean` (see [`crate::retention`]); how they start and stop, and the [`Signal`] each one
 //! sleeps on. The `store-alloc` thread, which makes the next CommitLog file
 //! ahead of time, belongs to the file queue (`file_queue`).
 
@@ -93,6 +93,7 @@ pub(crate) fn start(
     }
     threads.push(spawn("store-reput", Inner::run_reput)?);
     threads.push(spawn("store-housekeeping", Inner::run_housekeeping)?);
+    threads.push(spawn("store-clean", Inner::run_clean)?);
     Ok(())
 }
 
@@ -106,6 +107,7 @@ pub(crate) fn stop(inner: &Inner, threads: &mut Vec<JoinHandle<()>>) {
         &inner.commit,
         &inner.reput,
         &inner.housekeeping,
+        &inner.clean,
         &inner.flush,
     ] {
         signal.stop();

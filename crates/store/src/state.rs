@@ -22,6 +22,7 @@ use crate::{
     group_commit::GroupCommit,
     pool::TransientStorePool,
     recovery::Recovered,
+    retention::Retention,
     services::Signal,
 };
 
@@ -48,6 +49,8 @@ pub(crate) struct Inner {
     pub(crate) commit: Signal,
     pub(crate) reput: Signal,
     pub(crate) housekeeping: Signal,
+    pub(crate) clean: Signal,
+    pub(crate) retention: Retention,
     pub(crate) shutting_down: AtomicBool,
     pub(crate) flush_time: metrics::Histogram,
     pub(crate) arrival: ArrivalSlot,
@@ -106,6 +109,8 @@ impl Inner {
             commit: Signal::default(),
             reput: Signal::default(),
             housekeeping: Signal::default(),
+            clean: Signal::default(),
+            retention: Retention::default(),
             shutting_down: AtomicBool::new(false),
             flush_time: metrics::histogram!("sluice_store_flush_seconds"),
             arrival: ArrivalSlot::default(),
@@ -156,16 +161,19 @@ impl Inner {
     ///
     /// [`MappedFile::flush`]: crate::mmap::MappedFile::flush
     pub(crate) fn flush_queues(&self, least_pages: usize) -> io::Result<()> {
-        let queues: Vec<Arc<ConsumeQueue>> = self
-            .queues
+        for q in self.all_queues() {
+            q.flush(least_pages)?;
+        }
+        Ok(())
+    }
+
+    /// Every ConsumeQueue.
+    pub(crate) fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .flat_map(|q| q.values().cloned())
-            .collect();
-        for q in queues {
-            q.flush(least_pages)?;
-        }
-        Ok(())
+            .collect()
     }
 }

@@ -26,7 +26,9 @@ use crate::{
     error::{PutError, StoreError},
     group_commit::{FlushTicket, GroupCommitStats},
     pool::TransientStorePool,
-    recovery, services,
+    recovery,
+    retention::{RetentionListener, RetentionStats},
+    services,
     state::Inner,
 };
 
@@ -131,6 +133,9 @@ impl MessageStore {
         // before, and its queue offset must not be handed out twice.
         inner.dispatch_available();
         inner.commit_log.raise_queue_offsets(inner.queue_ends());
+        // Queues whose oldest messages were deleted before the last stop
+        // start at their first message still kept.
+        inner.clean_queues(false);
         // Durable before any append: after a power loss the next start must
         // see it and recover as after a crash.
         File::create(&abort_path)
@@ -293,6 +298,46 @@ impl MessageStore {
     /// of a queue were indexed; it must be quick.
     pub fn set_arrival_listener(&self, listener: Arc<ArrivalListener>) {
         self.inner.arrival.set(listener);
+    }
+
+    /// Makes the next cleaning passes (RocketMQ's 20) delete expired
+    /// CommitLog files at any hour, and runs one soon (the admin request
+    /// `DELETE_EXPIRED_COMMITLOG`).
+    pub fn trigger_delete_files(&self) {
+        self.inner.retention.trigger();
+        self.inner.clean.wake();
+    }
+
+    /// Sets the function told about each CommitLog file before it is deleted.
+    pub fn set_retention_listener(&self, listener: Arc<RetentionListener>) {
+        self.inner.retention.set_listener(listener);
+    }
+
+    /// Figures of the cleaning thread.
+    pub fn retention_stats(&self) -> RetentionStats {
+        self.inner.retention.stats()
+    }
+
+    /// Physical offset of the first CommitLog byte still kept.
+    pub fn min_physical_offset(&self) -> u64 {
+        self.inner.commit_log.files().min_offset()
+    }
+
+    /// The first queue offset at or after `from` whose message starts at or
+    /// after the physical offset `phys` (the queue's end when none does);
+    /// `None` for an unknown queue.
+    pub fn queue_offset_at_or_after(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: i64,
+        phys: u64,
+    ) -> Option<i64> {
+        Some(
+            self.inner
+                .queue(topic, queue_id)?
+                .first_offset_at_or_after(from, phys),
+        )
     }
 
     /// The record at a physical offset.

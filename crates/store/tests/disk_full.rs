@@ -8,33 +8,11 @@
 mod common;
 
 use std::{
-    path::{Path, PathBuf},
-    process::Command,
     thread,
     time::{Duration, Instant},
 };
 
 use store::{GetStatus, MessageStore, PutError, StoreConfig};
-
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Self {
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount tmpfs on {}", dir.display());
-        Self(dir.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 #[test]
 fn full_disk_refuses_appends_serves_reads_and_recovers() {
@@ -43,7 +21,7 @@ fn full_disk_refuses_appends_serves_reads_and_recovers() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let disk = Tmpfs::mount(dir.path(), "5m");
+    let disk = common::Tmpfs::mount(dir.path(), "5m");
     let filler = disk.0.join("filler");
     std::fs::write(&filler, vec![1u8; 2560 * 1024]).unwrap();
     let config = StoreConfig {
@@ -51,6 +29,9 @@ fn full_disk_refuses_appends_serves_reads_and_recovers() {
         mapped_file_size_consume_queue: 100 * 20,
         max_message_size: 64 * 1024,
         flush_interval_consume_queue: 20,
+        // This test is about a failed file creation alone; the cleaner's
+        // disk ratios are tested in retention.rs.
+        clean_resource_interval: 3_600_000,
         ..StoreConfig::with_root(disk.0.join("store"))
     };
     let store = MessageStore::open(config).unwrap();

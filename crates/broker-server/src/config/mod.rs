@@ -347,6 +347,8 @@ mod tests {
         assert_eq!(c.broker.broker_name, "broker-b");
         assert_eq!(c.broker.listen_port, 10921);
         assert_eq!(c.store.flush_disk_type, store::FlushDiskType::SyncFlush);
+        assert_eq!(c.store.file_reserved_time, 48);
+        assert_eq!(c.store.delete_hours().unwrap(), [4]);
     }
 
     #[test]

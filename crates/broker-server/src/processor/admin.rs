@@ -224,6 +224,28 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
         state.store.max_physical_offset().to_string(),
     );
     put(
+        "commitLogMinOffset",
+        state.store.min_physical_offset().to_string(),
+    );
+    let retention = state.store.retention_stats();
+    put(
+        "commitLogDiskRatio",
+        format!("{}", retention.commit_log_disk_ratio),
+    );
+    put(
+        "consumeQueueDiskRatio",
+        format!("{}", retention.consume_queue_disk_ratio),
+    );
+    put("retentionPasses", retention.passes.to_string());
+    put(
+        "retentionDeletedCommitLogFiles",
+        retention.commit_log_files_deleted.to_string(),
+    );
+    put(
+        "retentionDeletedConsumeQueueFiles",
+        retention.consume_queue_files_deleted.to_string(),
+    );
+    put(
         "dispatchBehindBytes",
         state.store.dispatch_behind_bytes().to_string(),
     );
@@ -250,6 +272,17 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
     }
     let body = body::to_json(&KvTable { table });
     req.response_to(ResponseCode::SUCCESS, None).with_body(body)
+}
+
+/// Makes the store delete expired CommitLog files at once, whatever the
+/// hour (mqadmin `deleteExpiredCommitLog`).
+pub(crate) fn delete_expired_commit_log(
+    state: &BrokerState,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    tracing::info!("deletion of expired CommitLog files requested");
+    state.store.trigger_delete_files();
+    req.response_to(ResponseCode::SUCCESS, None)
 }
 
 /// The record at a physical offset.

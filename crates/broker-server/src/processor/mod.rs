@@ -146,6 +146,10 @@ pub static TABLE: &[Route] = {
         admin(C::UPDATE_BROKER_CONFIG, admin::update_config),
         admin(C::GET_BROKER_RUNTIME_INFO, admin::runtime_info),
         admin(
+            C::DELETE_EXPIRED_COMMITLOG,
+            admin::delete_expired_commit_log,
+        ),
+        admin(
             C::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
             groups::update_and_create,
         ),

@@ -1,7 +1,11 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::{net::SocketAddr, path::Path};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use bytes::Bytes;
 use store::{MessageToStore, StoreConfig};
@@ -50,5 +54,27 @@ pub fn record_body(record: &[u8]) -> Vec<u8> {
     match message_model::record::check(record, true) {
         message_model::record::Record::Message(m) => m.body.to_vec(),
         other => panic!("not a valid record: {other:?}"),
+    }
+}
+
+/// A tmpfs of a given size mounted for a test (needs root), unmounted on drop.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`5m`, `64m`) on `dir`.
+    pub fn mount(dir: &Path, size: &str) -> Self {
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount tmpfs on {}", dir.display());
+        Self(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
