@@ -260,15 +260,23 @@ impl OwnBroker {
     /// # Errors
     /// When the suite runs without the binary or the broker does not start.
     pub fn start(env: &E2eEnv, name: &str, sets: &[&str]) -> Result<Self> {
-        let bin = env
-            .broker_bin
-            .clone()
-            .context("SLUICE_E2E_BROKER_A_BIN not set")?;
         let dir = env
             .dir
             .clone()
             .context("SLUICE_E2E_DIR not set")?
             .join(unique(&format!("{name}-")));
+        Self::start_at(env, dir, sets)
+    }
+
+    /// Starts the e2e broker binary with `sets` in `dir` (its store and log).
+    ///
+    /// # Errors
+    /// When the suite runs without the binary or the broker does not start.
+    pub fn start_at(env: &E2eEnv, dir: PathBuf, sets: &[&str]) -> Result<Self> {
+        let bin = env
+            .broker_bin
+            .clone()
+            .context("SLUICE_E2E_BROKER_A_BIN not set")?;
         let (port, ns_port) = (free_port()?, free_port()?);
         let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
         let proc = spawn_broker(&bin, &dir, port, ns_port, &sets)?;

@@ -37,6 +37,7 @@ pub fn all(root: &Path) -> Result<()> {
     // The overload experiment end to end, in debug with short phases (about
     // 35 s with the broker already built): it must run, whatever it measures.
     crate::bench::main(root, &["overload".to_owned(), "--quick".to_owned()])?;
+    crate::chaos::main(root, &["--quick".to_owned()])?;
     test(root)
 }
 

@@ -62,11 +62,7 @@ pub struct Options {
 /// Runs the suite.
 pub fn run_suite(root: &Path, options: Options) -> Result<()> {
     let started = Instant::now();
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&interrupted))
-            .context("install the interrupt handler")?;
-    }
+    let interrupted = interrupt_flag()?;
     let mut build = cargo(root);
     build.args([
         "build",
@@ -86,14 +82,7 @@ pub fn run_suite(root: &Path, options: Options) -> Result<()> {
         }
     }
 
-    let dir = env::temp_dir().join(format!(
-        "sluice-e2e-{}-{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis())
-    ));
-    fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let dir = fresh_dir("sluice-e2e")?;
     eprintln!("e2e: working directory {}", dir.display());
 
     let ns_port = free_port()?;
@@ -191,6 +180,29 @@ pub fn run_suite(root: &Path, options: Options) -> Result<()> {
     }
 }
 
+/// A flag set by Ctrl-C or SIGTERM, so that a run can stop its processes.
+pub(crate) fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .context("install the interrupt handler")?;
+    }
+    Ok(interrupted)
+}
+
+/// A new directory `<prefix>-<pid>-<ms>` under the system's temporary one.
+pub(crate) fn fresh_dir(prefix: &str) -> Result<std::path::PathBuf> {
+    let dir = env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    ));
+    fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    Ok(dir)
+}
+
 /// Starts a process, saying so.
 fn start(launch: Launch) -> Result<Proc> {
     eprintln!("e2e: start {}: {launch:?}", launch.name());
@@ -217,7 +229,11 @@ fn wait_ready(
 
 /// Runs a command in a process group of its own, killing the whole group if
 /// it takes longer than `limit` or the run is interrupted.
-fn run_bounded(mut cmd: Command, limit: Duration, interrupted: &AtomicBool) -> Result<()> {
+pub(crate) fn run_bounded(
+    mut cmd: Command,
+    limit: Duration,
+    interrupted: &AtomicBool,
+) -> Result<()> {
     let shown = format!("{cmd:?}");
     eprintln!("$ {shown}");
     cmd.process_group(0);

@@ -2,17 +2,20 @@
 //!
 //! - `ci`: everything CI checks: formatting, repository lints, clippy with
 //!   warnings denied, that the fuzz target builds, the quick end-to-end
-//!   suite against real processes, the quick overload experiment, and the
-//!   whole test suite.
+//!   suite against real processes, the quick overload experiment, the quick
+//!   chaos suite, and the whole test suite.
 //! - `lint`: the repository rules alone (see `lint.rs`).
 //! - `fuzz-check`: builds the fuzz crate without running it.
 //! - `e2e [--quick] [--include-ignored]`: the end-to-end suite against real
 //!   name server and broker processes (see `e2e.rs`).
+//! - `chaos [--quick]`: the chaos suite against real broker processes (see
+//!   `chaos.rs`).
 //! - `bench overload|closed|protocols [--quick]`: the overload experiment,
 //!   the closed-loop throughput table and the remoting-versus-gRPC send
 //!   comparison against a real broker (see `bench/mod.rs`).
 
 mod bench;
+mod chaos;
 mod ci;
 mod e2e;
 mod lint;
@@ -34,6 +37,7 @@ fn main() -> Result<()> {
         Some("lint") => lint::run(&root),
         Some("fuzz-check") => ci::fuzz_check(&root),
         Some("bench") => bench::main(&root, &args[1..]),
+        Some("chaos") => chaos::main(&root, &args[1..]),
         Some("e2e") => {
             let mut options = e2e::Options::default();
             for arg in &args[1..] {
@@ -57,12 +61,14 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   ci           formatting, lints, clippy (-D warnings), fuzz build, e2e --quick,
-               bench overload --quick, all tests
+               bench overload --quick, chaos --quick, all tests
   lint         repository rules: crate graph, unsafe confinement, module docs
   fuzz-check   build the fuzz targets without running them
   e2e          end-to-end tests against real namesrv and broker processes
                (--quick: fewer messages; --include-ignored: also the scenarios
                of features the broker lacks yet)
+  chaos        cases that push the broker past its limits, one line each with
+               its figure and PASS/FAIL (--quick: the short form CI runs)
   bench        overload: capacity, then 2x capacity with early admission on/off
                (table, overload.json, overload.png); closed: msgs/s and latency
                at 1/16/64 in flight, ASYNC_FLUSH and SYNC_FLUSH; protocols:

@@ -5,30 +5,12 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::TestBroker;
+use common::{scrape, TestBroker};
 use grpc_protocol::{
     v2::{Code, QueryRouteRequest, Resource, SendMessageRequest},
     MessagingServiceClient,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Request;
-
-async fn scrape(port: u16) -> String {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    out
-}
 
 /// The value of the sample whose line holds every one of `parts`.
 fn sample(text: &str, parts: &[&str]) -> Option<f64> {

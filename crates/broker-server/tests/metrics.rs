@@ -6,24 +6,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{send_request, TestBroker};
+use common::{scrape, send_request, TestBroker};
 use remoting_protocol::ResponseCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn scrape(port: u16) -> String {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {

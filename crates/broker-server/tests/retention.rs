@@ -10,7 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chrono::Timelike;
-use common::{pull_request, send_request, TestBroker};
+use common::{pull_request, scrape, send_request, TestBroker};
 use remoting_protocol::{
     body::{self, KvTable},
     header::{
@@ -19,22 +19,6 @@ use remoting_protocol::{
     },
     RemotingCommand, RequestCode, ResponseCode,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn scrape(port: u16) -> String {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    out
-}
 
 async fn commit(b: &TestBroker, group: &str, offset: i64) {
     let req = RemotingCommand::request_with_header(

@@ -396,6 +396,11 @@ impl CommitLog {
             && !self.space_full.load(Ordering::Acquire)
     }
 
+    /// Reports whether appends stopped because disk use passed the warning level.
+    pub fn is_space_full(&self) -> bool {
+        self.space_full.load(Ordering::Acquire)
+    }
+
     /// Refuses appends with `remark` (disk use above the warning level), or
     /// accepts them again with `None`.
     pub fn set_space_full(&self, remark: Option<String>) {

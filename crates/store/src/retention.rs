@@ -18,7 +18,7 @@
 use std::{
     path::{Path, PathBuf},
     sync::{
-        atomic::{AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
         Arc, Mutex, PoisonError, RwLock, Weak,
     },
     time::{Duration, Instant, SystemTime},
@@ -71,6 +71,8 @@ const MANUAL_PASSES: u32 = 20;
 #[derive(Default)]
 pub(crate) struct Retention {
     manual: AtomicU32,
+    /// A manual request not yet answered by a pass.
+    requested: AtomicBool,
     listener: RwLock<Option<Arc<RetentionListener>>>,
     released: Mutex<Vec<Released>>,
     passes: AtomicU64,
@@ -111,6 +113,7 @@ impl Retention {
     /// Makes the next passes delete expired files at any hour.
     pub(crate) fn trigger(&self) {
         self.manual.store(MANUAL_PASSES, Ordering::Release);
+        self.requested.store(true, Ordering::Release);
     }
 
     fn take_manual(&self) -> bool {
@@ -177,16 +180,39 @@ impl Retention {
 }
 
 impl Inner {
-    /// The `store-clean` thread: one pass every `cleanResourceInterval`.
+    /// The `store-clean` thread: one pass every `cleanResourceInterval`,
+    /// and at once when a check of the disk every 100 ms finds it above
+    /// `diskSpaceCleanForciblyRatio` (a small disk fills between two passes)
+    /// or a file could not be made for lack of space.
     pub(crate) fn run_clean(&self) {
         let interval = Duration::from_millis(self.config.clean_resource_interval);
+        let check = interval.min(Duration::from_millis(100));
+        let mut last_pass = Instant::now();
         while !self.clean.is_stopped() {
-            self.clean.wait(interval);
+            self.clean.wait(check);
             if self.clean.is_stopped() {
                 break;
             }
-            self.clean_pass();
+            if last_pass.elapsed() >= interval
+                || self.retention.requested.swap(false, Ordering::AcqRel)
+                || self.disk_needs_cleaning()
+            {
+                last_pass = Instant::now();
+                self.clean_pass();
+            }
         }
+    }
+
+    /// Whether the disk is past the forcible ratio, a file did not fit, or
+    /// writes are refused (a pass lets them resume once there is room).
+    fn disk_needs_cleaning(&self) -> bool {
+        let cfg = &self.config;
+        let root = &cfg.store_path_root_dir;
+        let forcibly = f64::from(cfg.disk_space_clean_forcibly_ratio) / 100.0;
+        self.commit_log.is_disk_full()
+            || self.commit_log.is_space_full()
+            || used_ratio(&cfg.commit_log_dir(), root) > forcibly
+            || used_ratio(&cfg.consume_queue_dir(), root) > forcibly
     }
 
     /// One cleaning pass: checks the disk, deletes CommitLog files if it is
