@@ -292,6 +292,11 @@ impl OwnBroker {
         })
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.proc.id()
+    }
+
     /// Whether the process is still running (a crash shows here).
     pub fn is_running(&mut self) -> bool {
         self.proc.is_running()

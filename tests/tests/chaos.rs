@@ -24,11 +24,12 @@ use producer_client::{Message, Producer, ProducerConfig};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     header::{
-        CreateTopicRequestHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader, TopicFilterType,
-        UpdateConsumerOffsetRequestHeader,
+        CreateTopicRequestHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader,
+        PullMessageRequestHeader, TopicFilterType, UpdateConsumerOffsetRequestHeader,
     },
     RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
 };
+use tokio::io::AsyncWriteExt;
 
 /// The suite's settings, or `None` when it runs outside `cargo xtask chaos`.
 fn chaos_env(case: &str) -> Option<E2eEnv> {
@@ -290,4 +291,128 @@ async fn retention_on_a_small_disk() {
     assert!(pass, "{figure}; refusals: {:?}", refusals.last());
     client.close_all().await;
     drop(broker);
+}
+
+/// Resident memory of a process in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+/// Latencies of `n` sequential sends of 1 KiB, sorted.
+async fn send_latencies(producer: &Producer, topic: &str, n: usize) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        producer
+            .send(Message::new(topic, vec![b'p'; 1024]))
+            .await
+            .unwrap();
+        out.push(started.elapsed());
+    }
+    out.sort();
+    out
+}
+
+fn p99(sorted: &[Duration]) -> Duration {
+    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+}
+
+/// A slow reader: one connection writes pull requests whose answers (32
+/// messages of 1 KiB each) it never reads. The broker stops reading that
+/// connection once its unread answers pass `writeBufferHighWaterMark`, so
+/// its memory grows by less than that budget plus a small constant, and
+/// another producer's p99 send latency while the reader sits there stays
+/// within 2x of its p99 before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_is_held_to_its_budget() {
+    let Some(env) = chaos_env("slow reader") else {
+        return;
+    };
+    let pulls: i32 = if env.quick { 5_000 } else { 20_000 };
+    let budget: u64 = 64 << 20;
+    let slack: u64 = 64 << 20;
+    let broker = OwnBroker::start(&env, "slow-reader", &[]).unwrap();
+    let mut config = ProducerConfig::with_namesrv(&broker.namesrv);
+    config.retry_times_when_send_failed = 0;
+    let producer = Producer::start(config).await.unwrap();
+    let topic = unique("SlowRead");
+    for _ in 0..2000 {
+        producer
+            .send_to_queue(
+                Message::new(topic.as_str(), vec![b's'; 1024]),
+                &producer.publish_queues(&topic).await.unwrap()[0],
+            )
+            .await
+            .unwrap();
+    }
+    let other = unique("Other");
+    send_latencies(&producer, &other, 200).await;
+    let before = send_latencies(&producer, &other, 2000).await;
+    let base_rss = rss(broker.pid());
+
+    // The reader: every pull asks for queue 0 from offset 0.
+    let mut frames = bytes::BytesMut::new();
+    for i in 0..pulls {
+        let mut req = RemotingCommand::request_with_header(
+            RequestCode::PULL_MESSAGE,
+            &PullMessageRequestHeader {
+                consumer_group: "chaos-slow".into(),
+                topic: topic.clone(),
+                queue_id: 0,
+                queue_offset: 0,
+                max_msg_nums: 32,
+                subscription: Some("*".into()),
+                ..PullMessageRequestHeader::default()
+            },
+        );
+        req.opaque = i + 1;
+        remoting_protocol::codec::encode_frame(&req, &mut frames, 16 << 20).unwrap();
+    }
+    let mut reader = tokio::net::TcpStream::connect(&broker.addr).await.unwrap();
+    // Write until the broker stops reading (a write makes no progress for 1 s).
+    let mut written = 0usize;
+    while written < frames.len() {
+        let end = (written + 65536).min(frames.len());
+        match tokio::time::timeout(Duration::from_secs(1), reader.write(&frames[written..end]))
+            .await
+        {
+            Ok(Ok(n)) => written += n,
+            Ok(Err(e)) => panic!("slow reader write: {e}"),
+            Err(_) => break,
+        }
+    }
+    let parked_rss = rss(broker.pid());
+    let during = send_latencies(&producer, &other, 2000).await;
+    let peak_rss = parked_rss.max(rss(broker.pid()));
+    drop(reader);
+    producer.shutdown().await;
+
+    let growth = peak_rss.saturating_sub(base_rss);
+    let ratio = p99(&during).as_secs_f64() / p99(&before).as_secs_f64();
+    let figure = format!(
+        "{pulls} unread pulls ({} of {} request bytes taken before the broker stopped reading): \
+         broker RSS {} -> {} MiB (+{} MiB, budget {} + {} MiB); other producer p99 {:.2} ms \
+         before, {:.2} ms during ({ratio:.2}x)",
+        written,
+        frames.len(),
+        base_rss >> 20,
+        peak_rss >> 20,
+        growth >> 20,
+        budget >> 20,
+        slack >> 20,
+        p99(&before).as_secs_f64() * 1e3,
+        p99(&during).as_secs_f64() * 1e3,
+    );
+    let pass = growth < budget + slack && ratio <= 2.0;
+    println!(
+        "chaos: slow reader | {figure} | {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    assert!(pass, "{figure}");
 }

@@ -47,7 +47,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use remoting_net::{serve, CancellationToken, ClientOptions, RemotingClient, ServerOptions};
+use remoting_net::{
+    serve, CancellationToken, ClientOptions, ConnectionLimits, RemotingClient, ServerOptions,
+};
 use thiserror::Error;
 use tokio::net::TcpListener;
 
@@ -135,8 +137,18 @@ impl Broker {
             .unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
         let bind_to = |port: u16| SocketAddr::new(bind, port);
 
+        let shutdown = CancellationToken::new();
         if b.metrics_listen_port != 0 {
-            metrics::install_exporter(bind_to(b.metrics_listen_port));
+            let addr = bind_to(b.metrics_listen_port);
+            match TcpListener::bind(addr).await {
+                Ok(listener) => {
+                    let limits =
+                        ConnectionLimits::new(b.max_connections, b.max_connections_per_address);
+                    metrics::install_exporter(listener, limits, shutdown.clone());
+                }
+                Err(e) => tracing::error!(%addr, cause = %e,
+                    "cannot start the metrics endpoint (metricsListenPort); the broker runs without it"),
+            }
         }
         let namesrv_shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
@@ -292,7 +304,6 @@ impl Broker {
             threads.push(spawn_timer_wheel(Arc::clone(&state))?);
         }
 
-        let shutdown = CancellationToken::new();
         let options = ServerOptions {
             max_connections: b.max_connections,
             max_connections_per_address: b.max_connections_per_address,
@@ -309,8 +320,10 @@ impl Broker {
             options,
             shutdown.clone(),
         )));
-        let grpc_task = grpc_listener
-            .map(|l| tokio::spawn(grpc::serve(l, Arc::clone(&state), shutdown.clone())));
+        let grpc_task = grpc_listener.map(|l| {
+            let limits = ConnectionLimits::new(b.max_connections, b.max_connections_per_address);
+            tokio::spawn(grpc::serve(l, limits, Arc::clone(&state), shutdown.clone()))
+        });
         let client = Arc::new(RemotingClient::new(ClientOptions::default()));
         let broker_addr = store_host.to_string();
         registration::register_all(&state, &client, &broker_addr).await;

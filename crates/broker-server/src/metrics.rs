@@ -6,12 +6,17 @@
 //! path takes no lock. Gauges of queue lengths and store state are refreshed
 //! every second by the housekeeping thread.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{sync::Arc, time::Duration};
 
 use flow_control::{Reason, RequestQueue};
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use remoting_net::{CancellationToken, ConnectionLimits};
 use store::MessageStore;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
 
 use crate::request::{Family, Job, PerFamily};
 
@@ -21,38 +26,100 @@ const BUCKETS: &[f64] = &[
     0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
-/// Starts the `/metrics` endpoint on `addr` and makes it the process's
-/// metrics recorder. Returns false (and logs why) when it could not: another
-/// recorder is installed already, or the port cannot be bound.
-pub fn install_exporter(addr: SocketAddr) -> bool {
-    let builder = match PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .set_buckets(BUCKETS)
-    {
+/// Makes the Prometheus recorder the process's metrics recorder and serves
+/// it on `listener` (any `GET` path; one request per connection), within
+/// `limits`, until `shutdown`. Returns false (and logs why) when another
+/// recorder is installed already.
+pub fn install_exporter(
+    listener: TcpListener,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+) -> bool {
+    let addr = listener.local_addr().ok();
+    let builder = match PrometheusBuilder::new().set_buckets(BUCKETS) {
         Ok(b) => b,
         Err(e) => {
             tracing::error!(cause = %e, "invalid metrics buckets");
             return false;
         }
     };
-    let (recorder, exporter) = match builder.build() {
-        Ok(parts) => parts,
-        Err(e) => {
-            tracing::error!(%addr, cause = %e, "cannot start the metrics endpoint (metricsListenPort)");
-            return false;
-        }
-    };
+    let recorder = builder.build_recorder();
+    let handle = recorder.handle();
     if metrics::set_global_recorder(recorder).is_err() {
-        tracing::warn!(%addr, "a metrics recorder is already installed in this process; not serving another");
+        tracing::warn!(
+            ?addr,
+            "a metrics recorder is already installed in this process; not serving another"
+        );
         return false;
     }
+    let upkeep = handle.clone();
+    let stop = shutdown.clone();
     tokio::spawn(async move {
-        if exporter.await.is_err() {
-            tracing::error!("metrics endpoint stopped");
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(Duration::from_secs(5)) => upkeep.run_upkeep(),
+            }
         }
     });
-    tracing::info!(%addr, "metrics endpoint listening on /metrics");
+    tokio::spawn(async move {
+        while let Some((stream, _peer, permit)) = limits.accept(&listener, &shutdown).await {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                if let Err(e) = answer(stream, &handle).await {
+                    tracing::debug!(cause = %e, "metrics request failed");
+                }
+                drop(permit);
+            });
+        }
+    });
+    tracing::info!(?addr, "metrics endpoint listening on /metrics");
     true
+}
+
+/// Longest a metrics request may take to arrive or its answer to leave.
+const METRICS_IO_LIMIT: Duration = Duration::from_secs(10);
+/// Largest request head read.
+const METRICS_HEAD_LIMIT: usize = 8192;
+
+/// Reads one HTTP request head and answers it, then closes.
+async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    let complete = tokio::time::timeout(METRICS_IO_LIMIT, async {
+        loop {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<bool, std::io::Error>(false);
+            }
+            head.extend_from_slice(&buf[..n]);
+            if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                return Ok(true);
+            }
+            if head.len() > METRICS_HEAD_LIMIT {
+                return Ok(false);
+            }
+        }
+    })
+    .await
+    .unwrap_or(Ok(false))?;
+    let get = head.starts_with(b"GET ");
+    let (status, body) = match (complete, get) {
+        (true, true) => ("200 OK", handle.render()),
+        (true, false) => ("405 Method Not Allowed", "only GET\n".to_owned()),
+        (false, _) => ("400 Bad Request", "bad request\n".to_owned()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::time::timeout(METRICS_IO_LIMIT, async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await
+    .unwrap_or(Ok(()))
 }
 
 /// The broker's metric handles.

@@ -20,5 +20,5 @@ mod io;
 pub mod server;
 
 pub use client::{ClientError, ClientOptions, RemotingClient, ServeServerRequest, ServerRequests};
-pub use server::{serve, Connection, Handler, ServerOptions};
+pub use server::{serve, Connection, ConnectionLimits, ConnectionPermit, Handler, ServerOptions};
 pub use tokio_util::sync::CancellationToken;

@@ -14,7 +14,7 @@ use std::{
 use remoting_protocol::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
 use tokio::{
     net::{TcpListener, TcpStream},
-    sync::{mpsc, Semaphore},
+    sync::{mpsc, OwnedSemaphorePermit, Semaphore},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -127,54 +127,100 @@ pub async fn serve<H: Handler>(
     options: ServerOptions,
     shutdown: CancellationToken,
 ) {
-    let limit = Arc::new(Semaphore::new(options.max_connections.max(1)));
-    let per_address: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => break,
-            permit = Arc::clone(&limit).acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
+    let limits =
+        ConnectionLimits::new(options.max_connections, options.max_connections_per_address);
+    while let Some((stream, peer, permit)) = limits.accept(&listener, &shutdown).await {
+        let handler = Arc::clone(&handler);
+        let options = options.clone();
+        let cancel = shutdown.child_token();
+        tokio::spawn(async move {
+            run_connection(stream, peer, handler, options, cancel).await;
+            drop(permit);
+        });
+    }
+}
+
+/// The connection limits of one listener: a total, and a share per IP
+/// address.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    total: Arc<Semaphore>,
+    per_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    max_per_address: usize,
+}
+
+/// A connection's place in its listener's limits; given back on drop.
+#[derive(Debug)]
+pub struct ConnectionPermit {
+    _total: OwnedSemaphorePermit,
+    _slot: AddressSlot,
+}
+
+impl ConnectionLimits {
+    /// At most `max_total` connections open at once (further peers wait in
+    /// the listen backlog), at most `max_per_address` of them from one IP
+    /// address (a further one is closed as soon as it is accepted).
+    pub fn new(max_total: usize, max_per_address: usize) -> Self {
+        Self {
+            total: Arc::new(Semaphore::new(max_total.max(1))),
+            per_address: Arc::default(),
+            max_per_address: max_per_address.max(1),
+        }
+    }
+
+    /// Waits for a free place, then for a connection that is within its
+    /// address's share; `None` once `shutdown` fires. Accept errors (such
+    /// as too many open files) are logged and retried with a back-off.
+    pub async fn accept(
+        &self,
+        listener: &TcpListener,
+        shutdown: &CancellationToken,
+    ) -> Option<(TcpStream, SocketAddr, ConnectionPermit)> {
+        let mut backoff = Duration::from_millis(100);
+        let total = tokio::select! {
+            () = shutdown.cancelled() => return None,
+            permit = Arc::clone(&self.total).acquire_owned() => permit.ok()?,
         };
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                backoff = Duration::from_millis(100);
-                let Some(slot) =
-                    AddressSlot::take(&per_address, peer.ip(), options.max_connections_per_address)
-                else {
-                    tracing::warn!(%peer, limit = options.max_connections_per_address,
-                        "too many connections from one address; closing the new one");
-                    drop(stream);
-                    continue;
-                };
-                let handler = Arc::clone(&handler);
-                let options = options.clone();
-                let cancel = shutdown.child_token();
-                tokio::spawn(async move {
-                    run_connection(stream, peer, handler, options, cancel).await;
-                    drop(slot);
-                    drop(permit);
-                });
-            }
-            Err(e) => {
-                tracing::error!(cause = %e, retry_in_ms = backoff.as_millis() as u64, "failed to accept");
-                tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    () = tokio::time::sleep(backoff) => {}
+        loop {
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => return None,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    match AddressSlot::take(&self.per_address, peer.ip(), self.max_per_address) {
+                        Some(slot) => {
+                            return Some((
+                                stream,
+                                peer,
+                                ConnectionPermit {
+                                    _total: total,
+                                    _slot: slot,
+                                },
+                            ))
+                        }
+                        None => {
+                            tracing::warn!(%peer, limit = self.max_per_address,
+                                "too many connections from one address; closing the new one");
+                            drop(stream);
+                        }
+                    }
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(64));
+                Err(e) => {
+                    tracing::error!(cause = %e, retry_in_ms = backoff.as_millis() as u64, "failed to accept");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return None,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(64));
+                }
             }
         }
     }
 }
 
 /// One open connection's place in its address's count; given back on drop.
+#[derive(Debug)]
 struct AddressSlot {
     counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
     ip: IpAddr,

@@ -82,11 +82,12 @@ pub struct BrokerSection {
     pub register_name_server_period: u64,
     /// Close a connection idle this long (s); 0 never. Default 120.
     pub server_channel_max_idle_time_seconds: u64,
-    /// Most client connections at once. Default 10000.
+    /// Most client connections at once, on each listener (remoting, gRPC,
+    /// metrics) separately. Default 10000.
     pub max_connections: usize,
-    /// Most client connections at once from one IP address; a further one
-    /// is closed as soon as it is accepted. Sluice's. Default 1000; at
-    /// least 1.
+    /// Most client connections at once from one IP address, on each
+    /// listener (remoting, gRPC, metrics) separately; a further one is
+    /// closed as soon as it is accepted. Sluice's. Default 1000; at least 1.
     pub max_connections_per_address: usize,
     /// Most bytes of answers queued for one connection and not yet written
     /// (RocketMQ's Netty `writeBufferHighWaterMark`); past it the broker

@@ -10,6 +10,7 @@
 //! response metadata (see [`status`]). Receives, acks and invisible-time
 //! changes use the POP engine (see [`receive`]).
 
+pub mod limited;
 pub mod message;
 pub mod receive;
 pub mod send;
@@ -20,9 +21,8 @@ pub mod telemetry;
 use std::{sync::Arc, time::Duration};
 
 use grpc_protocol::MessagingServiceServer;
-use remoting_net::CancellationToken;
+use remoting_net::{CancellationToken, ConnectionLimits};
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 
 use crate::state::BrokerState;
 
@@ -36,15 +36,21 @@ const DECODE_HEADROOM: usize = 1024 * 1024;
 /// a bounded channel).
 const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
 
-/// Serves the endpoint on `listener` until `shutdown` is cancelled.
-pub async fn serve(listener: TcpListener, state: Arc<BrokerState>, shutdown: CancellationToken) {
+/// Serves the endpoint on `listener`, within `limits`, until `shutdown` is
+/// cancelled.
+pub async fn serve(
+    listener: TcpListener,
+    limits: ConnectionLimits,
+    state: Arc<BrokerState>,
+    shutdown: CancellationToken,
+) {
     let port = listener.local_addr().map_or(0, |a| a.port());
     let max_decode = state.config().store.max_message_size + DECODE_HEADROOM;
     let service = GrpcService::new(state, port, shutdown.clone());
     let server = MessagingServiceServer::new(service)
         .max_decoding_message_size(max_decode)
         .max_encoding_message_size(usize::MAX);
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = limited::incoming(listener, limits, shutdown.clone());
     let result = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
