@@ -34,9 +34,20 @@ pub fn main(root: &std::path::Path, args: &[String]) -> Result<()> {
     let started = Instant::now();
     let interrupted = interrupt_flag()?;
     let mut build = cargo(root);
-    build.args(["build", "--bin", "broker", "-p", "broker-server"]);
+    build.args([
+        "build",
+        "--bin",
+        "broker",
+        "-p",
+        "broker-server",
+        "--bin",
+        "sluice-bench",
+        "-p",
+        "bench",
+    ]);
     run(build)?;
     let broker_bin = target_dir(root).join("debug").join("broker");
+    let bench_bin = target_dir(root).join("debug").join("sluice-bench");
     let dir = fresh_dir("sluice-chaos")?;
     let log_path = dir.join("chaos.log");
     let log =
@@ -47,6 +58,7 @@ pub fn main(root: &std::path::Path, args: &[String]) -> Result<()> {
         .args(["--", "--test-threads=1", "--nocapture"])
         .env("SLUICE_CHAOS_DIR", &dir)
         .env("SLUICE_CHAOS_BROKER_BIN", &broker_bin)
+        .env("SLUICE_CHAOS_BENCH_BIN", &bench_bin)
         .stdout(Stdio::from(log));
     if quick {
         test.env("SLUICE_CHAOS_QUICK", "1");

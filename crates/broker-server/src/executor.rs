@@ -65,20 +65,15 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
     }
     let queue = state.queue(family);
     let now = Instant::now();
-    let pushed = if family == Family::Send {
-        let limit = state
-            .fast_failure
-            .max_wait(queue.name())
-            .unwrap_or(DEFAULT_SEND_WAIT);
-        queue.try_push_with_admission(
-            job,
-            now,
-            limit,
-            state.early_admission.load(Ordering::Relaxed),
-        )
-    } else {
-        queue.try_push(job, now)
-    };
+    let early =
+        (family == Family::Send && state.early_admission.load(Ordering::Relaxed)).then(|| {
+            state
+                .fast_failure
+                .max_wait(queue.name())
+                .unwrap_or(DEFAULT_SEND_WAIT)
+        });
+    let bytes = request_bytes(&job.request);
+    let pushed = queue.try_push_sized(job, bytes, now, early);
     match pushed {
         Ok(()) => {
             state.counters.record_accepted();
@@ -86,6 +81,17 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         }
         Err(rejected) => state.reject(&rejected.payload, rejected.reason),
     }
+}
+
+/// What a queued request holds in memory: its body and header fields,
+/// plus a fixed share for the rest.
+fn request_bytes(request: &RemotingCommand) -> usize {
+    let fields: usize = request
+        .ext_fields
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    request.body.len() + fields + request.remark.as_ref().map_or(0, String::len) + 128
 }
 
 /// Starts the worker threads of every family and the sweeper thread.

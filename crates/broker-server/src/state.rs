@@ -127,6 +127,7 @@ impl BrokerState {
                 queue_capacity(&config, family),
             ));
             queue.set_workers(workers);
+            queue.set_capacity_bytes(f.request_queue_capacity_bytes);
             queue
         });
         let mut fast_failure = FastFailure::new(

@@ -23,14 +23,28 @@ async fn burst(
     topic: &str,
     n: usize,
 ) -> Vec<(ResponseCode, String, Option<String>)> {
+    burst_of(b, topic, n, 0).await
+}
+
+/// `n` concurrent sends, each with a body of `size` bytes (a short text
+/// when 0).
+async fn burst_of(
+    b: &Arc<TestBroker>,
+    topic: &str,
+    n: usize,
+    size: usize,
+) -> Vec<(ResponseCode, String, Option<String>)> {
     let calls: Vec<_> = (0..n)
         .map(|i| {
             let b = Arc::clone(b);
             let topic = topic.to_owned();
             tokio::spawn(async move {
-                let r = b
-                    .invoke(send_request(&topic, 0, format!("m{i}").as_bytes(), ""))
-                    .await;
+                let body = if size == 0 {
+                    format!("m{i}").into_bytes()
+                } else {
+                    vec![b'b'; size]
+                };
+                let r = b.invoke(send_request(&topic, 0, &body, "")).await;
                 (
                     r.response_code(),
                     r.remark.clone().unwrap_or_default(),
@@ -101,6 +115,41 @@ async fn full_send_queue_answers_overload_with_a_retry_hint() {
         "{outcomes:?}"
     );
     assert!(b.broker.state().counters.rejected("overload") >= overload.len() as u64);
+}
+
+/// Mechanism: each queue counts the bytes of the requests waiting in it;
+/// one that would take the queue past `requestQueueCapacityBytes` is
+/// refused `[OVERLOAD]` with the figures, although the queue is far from
+/// full in count. With one worker held 2 s per message, at most one 600 KiB
+/// send is served and one waits (1 MiB holds one); the rest are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_full_in_bytes_answers_overload_with_the_figures() {
+    let b = Arc::new(
+        TestBroker::start(&[
+            ("sendMessageThreadPoolNums", "1"),
+            ("requestQueueCapacityBytes", "1048576"),
+            ("faultPutLockDelayMills", "2000"),
+            ("waitTimeMillsInSendQueue", "60000"),
+            ("earlyAdmissionEnable", "false"),
+        ])
+        .await,
+    );
+    let outcomes = burst_of(&b, "Heavy", 4, 600 * 1024).await;
+    let refused = with_prefix(
+        &outcomes,
+        "[OVERLOAD]system busy, start flow control for a while, queued bytes: ",
+    );
+    assert!(refused.len() >= 2, "{outcomes:?}");
+    for (code, remark, _) in &refused {
+        assert_eq!(*code, ResponseCode::SYSTEM_BUSY);
+        assert!(figure(remark, "queued bytes: ") >= 600 * 1024, "{remark}");
+        assert_eq!(figure(remark, "limit: "), 1_048_576, "{remark}");
+    }
+    assert!(
+        outcomes.iter().any(|o| o.0 == ResponseCode::SUCCESS),
+        "{outcomes:?}"
+    );
+    assert!(b.broker.state().counters.rejected("overload_bytes") >= refused.len() as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

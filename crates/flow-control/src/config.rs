@@ -68,6 +68,11 @@ pub struct FlowControlConfig {
     /// Capacity of the consumer-manage queue. Default 1000000;
     /// 1..=2147483647.
     pub consumer_manager_thread_pool_queue_capacity: usize,
+    /// Sluice: most bytes (bodies and headers) of the requests waiting in
+    /// each request queue; past it a request is refused `[OVERLOAD]` with
+    /// the figures. A request alone in its queue is always taken. Default
+    /// 268435456 (256 MiB); at least 1048576.
+    pub request_queue_capacity_bytes: usize,
     /// Sluice: refuse a request at once when its predicted queue wait already
     /// exceeds the queue's limit, instead of letting it time out there.
     /// Default true.
@@ -94,6 +99,7 @@ impl Default for FlowControlConfig {
             admin_broker_thread_pool_queue_capacity: 10_000,
             client_manager_thread_pool_queue_capacity: 1_000_000,
             consumer_manager_thread_pool_queue_capacity: 1_000_000,
+            request_queue_capacity_bytes: 256 << 20,
             early_admission_enable: true,
             busy_retry_hint_enable: true,
         }
@@ -163,6 +169,12 @@ impl FlowControlConfig {
         ] {
             range(key, value, 1, MAX_CAPACITY)?;
         }
+        range(
+            "requestQueueCapacityBytes",
+            self.request_queue_capacity_bytes,
+            1 << 20,
+            usize::MAX,
+        )?;
         Ok(())
     }
 }

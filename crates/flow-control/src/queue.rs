@@ -9,6 +9,8 @@
 //! - Tasks leave in arrival order; the sweeper only ever removes the head.
 //! - Shrinking the capacity never drops a queued task; it only refuses new
 //!   ones while the queue is over the new capacity.
+//! - The queue's byte count is the sum of its tasks' sizes: every task that
+//!   leaves takes its size with it.
 
 use std::{
     collections::VecDeque,
@@ -31,6 +33,8 @@ pub struct Task<T> {
     pub payload: T,
     /// When the request was pushed.
     pub arrived: Instant,
+    /// Its size as given when pushed (0 for tasks pushed without one).
+    pub bytes: usize,
 }
 
 /// A task taken off the queue by the sweeper, with the figures its busy
@@ -51,6 +55,7 @@ pub struct Expired<T> {
 pub struct RequestQueue<T> {
     name: &'static str,
     capacity: AtomicUsize,
+    capacity_bytes: AtomicUsize,
     workers: AtomicUsize,
     service: ServiceTimeEstimator,
     state: Mutex<State<T>>,
@@ -60,6 +65,8 @@ pub struct RequestQueue<T> {
 #[derive(Debug)]
 struct State<T> {
     tasks: VecDeque<Task<T>>,
+    /// Sum of the queued tasks' sizes.
+    bytes: usize,
     closed: bool,
     /// Poppers blocked on `ready`. A push only notifies when there is one,
     /// because a condvar notification is a system call even with no waiter.
@@ -81,10 +88,12 @@ impl<T> RequestQueue<T> {
         Self {
             name,
             capacity: AtomicUsize::new(capacity),
+            capacity_bytes: AtomicUsize::new(usize::MAX),
             workers: AtomicUsize::new(1),
             service: ServiceTimeEstimator::new(),
             state: Mutex::new(State {
                 tasks: VecDeque::new(),
+                bytes: 0,
                 closed: false,
                 waiting: 0,
             }),
@@ -110,6 +119,22 @@ impl<T> RequestQueue<T> {
     /// The most tasks the queue accepts.
     pub fn capacity(&self) -> usize {
         self.capacity.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the tasks waiting now (as given to [`RequestQueue::try_push_sized`]).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// The most bytes of waiting tasks the queue accepts (unbounded unless set).
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Changes the byte capacity at run time; like [`RequestQueue::set_capacity`]
+    /// it never drops a queued task.
+    pub fn set_capacity_bytes(&self, bytes: usize) {
+        self.capacity_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Changes the capacity at run time. Tasks already queued stay queued
@@ -153,7 +178,7 @@ impl<T> RequestQueue<T> {
     /// Hands the payload back with [`Reason::ShuttingDown`] once the queue is
     /// closed, or [`Reason::Overload`] when it holds `capacity` tasks or more.
     pub fn try_push(&self, payload: T, now: Instant) -> Result<(), Rejected<T>> {
-        self.push(payload, now, None)
+        self.push(payload, 0, now, None)
     }
 
     /// Like [`RequestQueue::try_push`], but when `early` is set also refuses a
@@ -171,7 +196,24 @@ impl<T> RequestQueue<T> {
         max_wait: Duration,
         early: bool,
     ) -> Result<(), Rejected<T>> {
-        self.push(payload, now, early.then_some(max_wait))
+        self.push(payload, 0, now, early.then_some(max_wait))
+    }
+
+    /// Like [`RequestQueue::try_push_with_admission`] (`max_wait` set means
+    /// early admission is on) for a task of `bytes` bytes, which is also
+    /// refused while the queue's tasks hold its byte capacity or more.
+    ///
+    /// # Errors
+    /// As [`RequestQueue::try_push_with_admission`], plus
+    /// [`Reason::OverloadBytes`].
+    pub fn try_push_sized(
+        &self,
+        payload: T,
+        bytes: usize,
+        now: Instant,
+        max_wait: Option<Duration>,
+    ) -> Result<(), Rejected<T>> {
+        self.push(payload, bytes, now, max_wait)
     }
 
     /// Takes the oldest task, waiting up to `timeout` for one to arrive.
@@ -181,7 +223,7 @@ impl<T> RequestQueue<T> {
     /// tasks it holds.
     pub fn pop(&self, timeout: Duration) -> Option<Task<T>> {
         let mut state = self.lock();
-        if let Some(task) = state.tasks.pop_front() {
+        if let Some(task) = state.pop_front() {
             return Some(task);
         }
         state.waiting += 1;
@@ -190,12 +232,12 @@ impl<T> RequestQueue<T> {
             .wait_timeout_while(state, timeout, |s| s.tasks.is_empty() && !s.closed)
             .unwrap_or_else(PoisonError::into_inner);
         state.waiting -= 1;
-        state.tasks.pop_front()
+        state.pop_front()
     }
 
     /// Takes the oldest task if there is one, without waiting.
     pub fn try_pop(&self) -> Option<Task<T>> {
-        self.lock().tasks.pop_front()
+        self.lock().pop_front()
     }
 
     /// Closes the queue: every later push is refused with
@@ -212,7 +254,9 @@ impl<T> RequestQueue<T> {
 
     /// Removes and returns every queued task, oldest first.
     pub fn drain(&self) -> Vec<Task<T>> {
-        self.lock().tasks.drain(..).collect()
+        let mut state = self.lock();
+        state.bytes = 0;
+        state.tasks.drain(..).collect()
     }
 
     /// How long the oldest task has waited at `now`, or `None` when empty.
@@ -231,7 +275,7 @@ impl<T> RequestQueue<T> {
             if waited < max_wait {
                 break;
             }
-            if let Some(task) = state.tasks.pop_front() {
+            if let Some(task) = state.pop_front() {
                 expired.push(Expired {
                     task,
                     waited,
@@ -249,7 +293,7 @@ impl<T> RequestQueue<T> {
         let mut drained = Vec::new();
         while busy() {
             let mut state = self.lock();
-            let Some(task) = state.tasks.pop_front() else {
+            let Some(task) = state.pop_front() else {
                 break;
             };
             let queue_len = state.tasks.len();
@@ -266,18 +310,27 @@ impl<T> RequestQueue<T> {
     fn push(
         &self,
         payload: T,
+        bytes: usize,
         now: Instant,
         max_wait: Option<Duration>,
     ) -> Result<(), Rejected<T>> {
         let mut state = self.lock();
         let queue_len = state.tasks.len();
         let capacity = self.capacity();
+        let capacity_bytes = self.capacity_bytes();
         let reason = if state.closed {
             Some(Reason::ShuttingDown)
         } else if queue_len >= capacity {
             Some(Reason::Overload {
                 queue_len,
                 capacity,
+            })
+        } else if bytes > 0 && state.bytes.saturating_add(bytes) > capacity_bytes && queue_len > 0 {
+            // One task alone is always accepted, however large: the frame
+            // limit bounds it, and refusing it would refuse it forever.
+            Some(Reason::OverloadBytes {
+                queued_bytes: state.bytes,
+                capacity_bytes,
             })
         } else {
             max_wait.and_then(|limit| {
@@ -295,7 +348,9 @@ impl<T> RequestQueue<T> {
         state.tasks.push_back(Task {
             payload,
             arrived: now,
+            bytes,
         });
+        state.bytes += bytes;
         let wake = state.waiting > 0;
         drop(state);
         if wake {
@@ -309,5 +364,14 @@ impl<T> RequestQueue<T> {
     /// lock holds valid data.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<T> State<T> {
+    /// Takes the head task and its bytes off the queue.
+    fn pop_front(&mut self) -> Option<Task<T>> {
+        let task = self.tasks.pop_front()?;
+        self.bytes -= task.bytes;
+        Some(task)
     }
 }

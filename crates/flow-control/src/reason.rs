@@ -97,12 +97,24 @@ pub enum Reason {
     /// The queue is closed because the broker is shutting down.
     #[error("[SHUTDOWN]broker is shutting down")]
     ShuttingDown,
+    /// The queue's waiting requests held its byte capacity: RocketMQ's
+    /// `[OVERLOAD]` answer (clients treat it alike), with the figures.
+    #[error(
+        "[OVERLOAD]system busy, start flow control for a while, \
+         queued bytes: {queued_bytes}, limit: {capacity_bytes}"
+    )]
+    OverloadBytes {
+        /// Bytes of the requests waiting when this one arrived.
+        queued_bytes: usize,
+        /// The queue's byte capacity at that moment.
+        capacity_bytes: usize,
+    },
 }
 
 impl Reason {
     /// Every metric label, in a fixed order (the order of [`Reason`]'s
     /// variants).
-    pub const LABELS: [&'static str; 7] = [
+    pub const LABELS: [&'static str; 8] = [
         "reject_request",
         "overload",
         "pcbusy_clean_queue",
@@ -110,6 +122,7 @@ impl Reason {
         "pc_synchronized",
         "early_reject",
         "shutting_down",
+        "overload_bytes",
     ];
 
     /// The remark RocketMQ sends with this rejection.
@@ -130,7 +143,7 @@ impl Reason {
     /// | `PcBusyCleanQueue` | the measured wait, at least [`PAGE_CACHE_RETRY_AFTER`] |
     /// | `EarlyReject` | the predicted wait |
     /// | `RejectRequest`, `PcSynchronized` | [`PAGE_CACHE_RETRY_AFTER`] |
-    /// | `Overload` | [`OVERLOAD_RETRY_AFTER`] |
+    /// | `Overload`, `OverloadBytes` | [`OVERLOAD_RETRY_AFTER`] |
     /// | `ShuttingDown` | [`MAX_RETRY_AFTER`] |
     ///
     /// A measured or predicted wait is how long the queue currently makes
@@ -142,7 +155,7 @@ impl Reason {
             Reason::PcBusyCleanQueue { waited, .. } => waited.max(PAGE_CACHE_RETRY_AFTER),
             Reason::EarlyReject { predicted_wait, .. } => predicted_wait,
             Reason::RejectRequest | Reason::PcSynchronized => PAGE_CACHE_RETRY_AFTER,
-            Reason::Overload { .. } => OVERLOAD_RETRY_AFTER,
+            Reason::Overload { .. } | Reason::OverloadBytes { .. } => OVERLOAD_RETRY_AFTER,
             Reason::ShuttingDown => MAX_RETRY_AFTER,
         };
         hint.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
@@ -158,6 +171,7 @@ impl Reason {
             Reason::PcSynchronized => 4,
             Reason::EarlyReject { .. } => 5,
             Reason::ShuttingDown => 6,
+            Reason::OverloadBytes { .. } => 7,
         }
     }
 }
@@ -231,6 +245,15 @@ mod tests {
             Reason::ShuttingDown.remark(),
             "[SHUTDOWN]broker is shutting down"
         );
+        assert_eq!(
+            Reason::OverloadBytes {
+                queued_bytes: 268_000_000,
+                capacity_bytes: 268_435_456
+            }
+            .remark(),
+            "[OVERLOAD]system busy, start flow control for a while, \
+             queued bytes: 268000000, limit: 268435456"
+        );
     }
 
     #[test]
@@ -270,6 +293,10 @@ mod tests {
                 queue_len: 0,
             },
             Reason::ShuttingDown,
+            Reason::OverloadBytes {
+                queued_bytes: 0,
+                capacity_bytes: 0,
+            },
         ];
         let labels: Vec<_> = all.iter().map(Reason::label).collect();
         assert_eq!(
@@ -281,7 +308,8 @@ mod tests {
                 "timeout_clean_queue",
                 "pc_synchronized",
                 "early_reject",
-                "shutting_down"
+                "shutting_down",
+                "overload_bytes"
             ]
         );
         assert_eq!(labels, Reason::LABELS);

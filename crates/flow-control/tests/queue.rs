@@ -68,6 +68,46 @@ fn full_queue_rejects_with_overload_and_returns_the_payload() {
 }
 
 #[test]
+fn a_queue_is_bounded_in_bytes_and_every_way_out_returns_them() {
+    let t0 = Instant::now();
+    let q = RequestQueue::new("send", 100);
+    q.set_capacity_bytes(1000);
+    // One task alone is taken whatever its size.
+    q.try_push_sized(100, 5000, t0, None).unwrap();
+    let refused = q.try_push_sized(101, 1, t0, None).unwrap_err();
+    assert_eq!(
+        refused.reason,
+        Reason::OverloadBytes {
+            queued_bytes: 5000,
+            capacity_bytes: 1000
+        }
+    );
+    assert_eq!(q.try_pop().unwrap().bytes, 5000);
+    assert_eq!(q.bytes(), 0);
+    for (i, size) in [400, 400, 200].into_iter().enumerate() {
+        q.try_push_sized(i, size, t0 + ms(i as u64), None).unwrap();
+    }
+    assert_eq!(q.bytes(), 1000);
+    assert!(q.try_push_sized(9, 1, t0, None).is_err(), "full in bytes");
+    assert_eq!(q.len(), 3, "not full in count");
+    // Expiry, the busy drain, pops and drain all give the bytes back.
+    assert_eq!(q.remove_expired(t0 + ms(100), ms(100)).len(), 1);
+    assert_eq!(q.bytes(), 600);
+    let once = Cell::new(true);
+    assert_eq!(q.drain_while(t0, || once.replace(false)).len(), 1);
+    assert_eq!(q.bytes(), 200);
+    q.try_push_sized(3, 700, t0, None).unwrap();
+    assert_eq!(q.pop(ms(0)).unwrap().bytes, 200);
+    assert_eq!(q.drain().len(), 1);
+    assert_eq!(q.bytes(), 0);
+    // Tasks pushed without a size never count.
+    q.set_capacity_bytes(0);
+    q.try_push(1, t0).unwrap();
+    q.try_push(2, t0).unwrap();
+    assert_eq!(q.bytes(), 0);
+}
+
+#[test]
 fn capacity_changes_at_run_time_without_dropping_tasks() {
     let t0 = Instant::now();
     let q = queue_with(&[1, 2, 3, 4], t0);

@@ -30,6 +30,7 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "heartbeatThreadPoolQueueCapacity",
     "adminBrokerThreadPoolQueueCapacity",
     "consumerManagerThreadPoolQueueCapacity",
+    "requestQueueCapacityBytes",
     "earlyAdmissionEnable",
     "busyRetryHintEnable",
     "osPageCacheBusyTimeOutMills",
@@ -158,6 +159,7 @@ pub(crate) fn apply_runtime(state: &BrokerState, cfg: &BrokerConfig) {
     for family in Family::ALL {
         let queue = state.queue(family);
         queue.set_capacity(queue_capacity(cfg, family));
+        queue.set_capacity_bytes(f.request_queue_capacity_bytes);
         if let Some(wait) = max_wait_ms(cfg, family) {
             let _ = state.fast_failure.set_max_wait(queue.name(), ms(wait));
         }
