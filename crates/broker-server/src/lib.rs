@@ -426,6 +426,37 @@ impl Broker {
 
 /// Offsets and the POP state to disk every `flushConsumerOffsetInterval`; silent clients
 /// forgotten after two minutes; metric gauges refreshed every second.
+/// How often the state of groups that are gone is looked for.
+const GROUP_EXPIRY_CHECK: Duration = Duration::from_secs(60);
+
+/// Deletes the offsets and POP state of groups not seen for
+/// `groupStateExpireHours`.
+fn expire_group_state(state: &BrokerState) {
+    let hours = state.config().broker.group_state_expire_hours;
+    if hours == 0 {
+        return;
+    }
+    let ttl = Duration::from_secs(hours.saturating_mul(3600));
+    let online = |group: &str| !state.clients.consumers_of(group).is_empty();
+    for (group, topics) in state.offsets.expire(Instant::now(), ttl, online) {
+        tracing::info!(
+            group,
+            topics,
+            hours,
+            "consumer offsets deleted: group not seen for groupStateExpireHours"
+        );
+    }
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    for (group, topic) in state.pop.expire(message_model::now_ms(), ttl_ms, online) {
+        tracing::info!(
+            group,
+            topic,
+            hours,
+            "POP state deleted: group not seen for groupStateExpireHours"
+        );
+    }
+}
+
 fn spawn_housekeeping(
     state: Arc<BrokerState>,
     stop: Arc<AtomicBool>,
@@ -435,6 +466,7 @@ fn spawn_housekeeping(
         .spawn(move || {
             let mut last_flush = Instant::now();
             let mut last_refresh = Instant::now();
+            let mut last_expiry = Instant::now();
             let started = Instant::now();
             let panic_after = state.config().broker.fault_panic_after_mills;
             while !stop.load(Ordering::Acquire) {
@@ -462,6 +494,10 @@ fn spawn_housekeeping(
                     {
                         tracing::info!(client = %id, "client expired: no heartbeat for 120 s");
                     }
+                }
+                if last_expiry.elapsed() >= GROUP_EXPIRY_CHECK {
+                    last_expiry = Instant::now();
+                    expire_group_state(&state);
                 }
             }
         })

@@ -6,6 +6,7 @@ use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
 };
 
 use dashmap::DashMap;
@@ -19,6 +20,10 @@ pub struct OffsetManager {
     table: DashMap<String, BTreeMap<i32, i64>>,
     path: PathBuf,
     dirty: AtomicBool,
+    /// When each group last queried or committed an offset (or was seen
+    /// online); groups not in it count from `loaded`.
+    last_seen: DashMap<String, Instant>,
+    loaded: Instant,
 }
 
 #[derive(Deserialize, Default)]
@@ -39,16 +44,62 @@ impl OffsetManager {
             table: file.offset_table.into_iter().collect(),
             path,
             dirty: AtomicBool::new(false),
+            last_seen: DashMap::new(),
+            loaded: Instant::now(),
         })
     }
 
     /// The committed offset of a group on a queue.
     pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.touch(group, Instant::now());
         self.table.get(&key(topic, group))?.get(&queue_id).copied()
+    }
+
+    /// Notes that `group` was seen at `now` (a heartbeat, a pull, a query).
+    pub fn touch(&self, group: &str, now: Instant) {
+        match self.last_seen.get_mut(group) {
+            Some(mut seen) => *seen = now,
+            None => {
+                self.last_seen.insert(group.to_owned(), now);
+            }
+        }
+    }
+
+    /// Forgets the offsets of every group not seen for `ttl` at `now` and
+    /// not `online`; returns each forgotten group with its topic count.
+    pub fn expire(
+        &self,
+        now: Instant,
+        ttl: Duration,
+        online: impl Fn(&str) -> bool,
+    ) -> Vec<(String, usize)> {
+        let mut forgotten: BTreeMap<String, usize> = BTreeMap::new();
+        self.table.retain(|k, _| {
+            let Some((_, group)) = k.split_once('@') else {
+                return true;
+            };
+            if online(group) {
+                return true;
+            }
+            let seen = self.last_seen.get(group).map_or(self.loaded, |t| *t);
+            if now.saturating_duration_since(seen) < ttl {
+                return true;
+            }
+            *forgotten.entry(group.to_owned()).or_default() += 1;
+            false
+        });
+        for group in forgotten.keys() {
+            self.last_seen.remove(group);
+        }
+        if !forgotten.is_empty() {
+            self.dirty.store(true, Ordering::Release);
+        }
+        forgotten.into_iter().collect()
     }
 
     /// Commits an offset.
     pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        self.touch(group, Instant::now());
         self.table
             .entry(key(topic, group))
             .or_default()
@@ -148,5 +199,28 @@ mod tests {
             Some(1),
             "a group whose name ends alike stays"
         );
+    }
+
+    #[test]
+    fn offsets_of_groups_not_seen_for_the_ttl_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let offsets = OffsetManager::load(dir.path()).unwrap();
+        offsets.commit("Old", "T", 0, 1);
+        offsets.commit("Old", "U", 0, 1);
+        offsets.commit("Online", "T", 0, 2);
+        offsets.commit("Recent", "T", 0, 3);
+        let ttl = Duration::from_secs(3600);
+        let later = Instant::now() + ttl + Duration::from_secs(1);
+        offsets.touch("Recent", later - Duration::from_secs(10));
+        let forgotten = offsets.expire(later, ttl, |g| g == "Online");
+        assert_eq!(forgotten, [("Old".to_owned(), 2)]);
+        assert_eq!(offsets.query("Old", "T", 0), None);
+        assert_eq!(offsets.query("Online", "T", 0), Some(2));
+        assert_eq!(offsets.query("Recent", "T", 0), Some(3));
+        offsets.persist().unwrap();
+        let reloaded = OffsetManager::load(dir.path()).unwrap();
+        assert_eq!(reloaded.entries().len(), 2);
+        // Nothing is forgotten within the ttl of a load.
+        assert!(reloaded.expire(Instant::now(), ttl, |_| false).is_empty());
     }
 }

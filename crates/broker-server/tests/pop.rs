@@ -416,6 +416,31 @@ fn the_inflight_limit_holds_back_new_messages_but_not_redeliveries() {
 }
 
 #[test]
+fn the_state_of_a_group_not_used_for_the_ttl_is_forgotten() {
+    let f = Fixture::new(PopLimits::default());
+    assert!(f.pop(&[0], 32, 1000, T0).is_empty());
+    send(&f.store, "T", 0, None, "m0");
+    let got = f.pop(&[0], 32, 1000, T0 + 10);
+    assert_eq!(got.len(), 1);
+    // Within the ttl of its last use, or while the group is online, it stays.
+    assert!(f.pop.expire(T0 + 10 + 999, 1000, |_| false).is_empty());
+    assert!(f.pop.expire(T0 + 10 + 5000, 1000, |g| g == "G").is_empty());
+    assert_eq!(f.pop.inflight("G", "T"), 1);
+    assert_eq!(
+        f.pop.expire(T0 + 10 + 1000, 1000, |_| false),
+        [("G".to_owned(), "T".to_owned())]
+    );
+    assert_eq!(f.pop.inflight("G", "T"), 0);
+    assert!(f
+        .pop
+        .ack("G", "T", &got[0].receipt_handle, T0 + 2000)
+        .is_err());
+    f.pop.persist().unwrap();
+    let reloaded = PopService::load(&f.config_dir(), PopLimits::default()).unwrap();
+    assert_eq!(reloaded.inflight("G", "T"), 0);
+}
+
+#[test]
 fn a_clean_restart_keeps_acks_and_invisible_messages() {
     let f = Fixture::new(PopLimits::default());
     assert!(f.pop(&[0, 1], 32, 1000, T0).is_empty());

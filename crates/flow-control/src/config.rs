@@ -235,6 +235,7 @@ mod tests {
                 "earlyAdmissionEnable",
                 "heartbeatThreadPoolQueueCapacity",
                 "pullThreadPoolQueueCapacity",
+                "requestQueueCapacityBytes",
                 "sendThreadPoolQueueCapacity",
                 "waitTimeMillsInAckQueue",
                 "waitTimeMillsInAdminBrokerQueue",

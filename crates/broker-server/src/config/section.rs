@@ -104,6 +104,12 @@ pub struct BrokerSection {
     pub trace_on: bool,
     /// Flush consumer offsets to disk this often (ms). Default 5000.
     pub flush_consumer_offset_interval: u64,
+    /// The committed offsets and POP state of a consumer group that has not
+    /// been seen (no consumer online, no pull, pop, ack or offset commit or
+    /// query) for this many hours are deleted, so that state files do not
+    /// grow with groups that are gone. Sluice's. Default 720 (30 days); 0
+    /// keeps them forever.
+    pub group_state_expire_hours: u64,
     /// Fault injection: the housekeeping thread panics this long (ms) after
     /// start. For tests of the panic stop only. Default 0 (off).
     pub fault_panic_after_mills: u64,
@@ -167,6 +173,7 @@ impl Default for BrokerSection {
             region_id: "DefaultRegion".into(),
             trace_on: true,
             flush_consumer_offset_interval: 5000,
+            group_state_expire_hours: 720,
             fault_panic_after_mills: 0,
             flush_delay_offset_interval: 10_000,
             long_polling_enable: true,
@@ -255,6 +262,13 @@ impl BrokerSection {
             b.write_buffer_high_water_mark,
             65_536,
             " (bytes)",
+        )?;
+        range(
+            "groupStateExpireHours",
+            b.group_state_expire_hours,
+            0,
+            87_600,
+            " (hours)",
         )?;
         range(
             "timerMaxDelaySec",

@@ -231,8 +231,12 @@ impl PopService {
         let states = DashMap::new();
         let mut next_seq = saved.next_seq;
         let mut inflight = 0;
+        let loaded_ms = message_model::now_ms();
         for g in &saved.groups {
-            let gt = GroupTopic::from_saved(g);
+            let mut gt = GroupTopic::from_saved(g);
+            if gt.last_used_ms == 0 {
+                gt.last_used_ms = loaded_ms;
+            }
             for q in gt.queues.values() {
                 for e in q.inflight.values() {
                     next_seq = next_seq.max(e.seq.saturating_add(1));
@@ -299,6 +303,7 @@ impl PopService {
         let cell = self.entry(req.group, req.topic);
         let room = {
             let mut gt = lock(&cell);
+            gt.last_used_ms = now_ms;
             pass.start_queues(&mut gt, req.queue_ids);
             self.redeliver(&mut pass, &mut gt);
             let room = self
@@ -368,6 +373,7 @@ impl PopService {
             let mut gt = lock(&cell);
             let entry = current(&gt, group, &h)?;
             gt.remove(h.queue_id, h.offset);
+            gt.last_used_ms = now_ms;
             entry
         };
         self.dirty.store(true, Ordering::Release);
@@ -418,6 +424,7 @@ impl PopService {
         let seq = {
             let mut gt = lock(&cell);
             let entry = current(&gt, group, &h)?;
+            gt.last_used_ms = now_ms;
             let seq = self.next_seq();
             gt.insert(
                 h.queue_id,
@@ -432,6 +439,31 @@ impl PopService {
         };
         self.dirty.store(true, Ordering::Release);
         Ok(Handle { seq, ..h }.encode())
+    }
+
+    /// Forgets the state of every group on every topic not used (pop, ack,
+    /// invisible-time change) for `ttl_ms` at `now_ms`, its in-flight
+    /// messages included, unless the group is `online`; returns the
+    /// forgotten `(group, topic)` pairs. State loaded from a file that did
+    /// not record a last use counts from the load.
+    pub fn expire(
+        &self,
+        now_ms: i64,
+        ttl_ms: i64,
+        online: impl Fn(&str) -> bool,
+    ) -> Vec<(String, String)> {
+        let mut gone = Vec::new();
+        self.states.retain(|(group, topic), cell| {
+            if online(group) || now_ms.saturating_sub(lock(cell).last_used_ms) < ttl_ms {
+                return true;
+            }
+            gone.push((group.clone(), topic.clone()));
+            false
+        });
+        if !gone.is_empty() {
+            self.dirty.store(true, Ordering::Release);
+        }
+        gone
     }
 
     /// The earliest moment (ms since the epoch) a message of the group on

@@ -48,6 +48,9 @@ pub(crate) struct GroupTopic {
     pub inflight: usize,
     /// Where the next read of new messages starts in the caller's queue list.
     pub cursor: usize,
+    /// When the group last popped, acknowledged or changed an invisible time
+    /// here (ms since the epoch).
+    pub last_used_ms: i64,
 }
 
 impl GroupTopic {
@@ -92,6 +95,7 @@ impl GroupTopic {
         SavedGroupTopic {
             group: group.to_owned(),
             topic: topic.to_owned(),
+            last_used_ms: self.last_used_ms,
             queues: self
                 .queues
                 .iter()
@@ -116,7 +120,10 @@ impl GroupTopic {
     /// Rebuilds from the saved form; a queue's next offset is raised above
     /// its in-flight messages, so none of them is read again as new.
     pub fn from_saved(saved: &SavedGroupTopic) -> Self {
-        let mut gt = Self::default();
+        let mut gt = Self {
+            last_used_ms: saved.last_used_ms,
+            ..Self::default()
+        };
         for q in &saved.queues {
             for e in &q.inflight {
                 gt.insert(
@@ -162,6 +169,10 @@ pub(crate) struct SavedGroupTopic {
     pub topic: String,
     /// Its queues.
     pub queues: Vec<SavedQueue>,
+    /// Its last use (ms since the epoch); 0 in files written before it was
+    /// kept.
+    #[serde(default)]
+    pub last_used_ms: i64,
 }
 
 /// A queue, saved.
