@@ -53,4 +53,4 @@ pub use group_commit::{FlushTicket, GroupCommitStats};
 pub use message_model::MessageToStore;
 pub use mmap::flush_calls;
 pub use retention::{Expiring, RetentionListener, RetentionStats};
-pub use store::{GetResult, GetStatus, MessageStore, PutOutcome, PutStatus};
+pub use store::{GetResult, GetStatus, MessageStore, PutOutcome, PutStatus, ReadCaps};

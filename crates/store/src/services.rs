@@ -256,17 +256,29 @@ impl Inner {
                 last_thorough = Instant::now();
                 least = 0;
             }
-            let ts = self.dispatched_ts.load(Ordering::Acquire);
-            match self.flush_queues(least) {
-                Ok(()) => self.checkpoint.set_logics_msg_timestamp(ts),
-                Err(e) => self
-                    .commit_log
-                    .poison(format!("consume queue flush failed: {e}")),
-            }
-            if let Err(e) = self.checkpoint.flush() {
-                tracing::warn!(cause = %e, "cannot write checkpoint");
-            }
+            self.flush_queues_and_checkpoint(least);
             self.check_disk_space();
+        }
+    }
+
+    /// Flushes the ConsumeQueues (see [`MappedFile::flush`] for
+    /// `least_pages`) and writes the checkpoint. Only a flush of every dirty
+    /// page (`least_pages` 0) moves the checkpoint's ConsumeQueue time: a
+    /// partial one may leave the newest entries of a queue unflushed, and
+    /// recovery after a crash trusts that time.
+    ///
+    /// [`MappedFile::flush`]: crate::mmap::MappedFile::flush
+    pub(crate) fn flush_queues_and_checkpoint(&self, least_pages: usize) {
+        let ts = self.dispatched_ts.load(Ordering::Acquire);
+        match self.flush_queues(least_pages) {
+            Ok(()) if least_pages == 0 => self.checkpoint.set_logics_msg_timestamp(ts),
+            Ok(()) => {}
+            Err(e) => self
+                .commit_log
+                .poison(format!("consume queue flush failed: {e}")),
+        }
+        if let Err(e) = self.checkpoint.flush() {
+            tracing::warn!(cause = %e, "cannot write checkpoint");
         }
     }
 

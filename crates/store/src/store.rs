@@ -86,6 +86,24 @@ pub struct GetResult {
     pub max_offset: i64,
 }
 
+/// How much one read of a queue returns: RocketMQ's caps for messages
+/// still in memory and for messages on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadCaps {
+    /// Most messages while they are in memory (`maxTransferCountOnMessageInMemory`
+    /// within the request's own maximum).
+    pub count_in_memory: usize,
+    /// Most bytes while they are in memory.
+    pub bytes_in_memory: usize,
+    /// Most messages once one is on disk (`maxTransferCountOnMessageInDisk`).
+    pub count_on_disk: usize,
+    /// Most bytes once one is on disk (`maxTransferBytesOnMessageInDisk`).
+    pub bytes_on_disk: usize,
+    /// A message this many bytes or more behind the CommitLog's end counts as
+    /// on disk (RocketMQ: physical memory × `accessMessageInMemoryMaxRatio`).
+    pub memory_bytes: u64,
+}
+
 /// The message store.
 #[derive(Debug)]
 pub struct MessageStore {
@@ -223,6 +241,29 @@ impl MessageStore {
         max_bytes: usize,
         filter: Option<&dyn Fn(i64) -> bool>,
     ) -> GetResult {
+        let caps = ReadCaps {
+            count_in_memory: max_count,
+            bytes_in_memory: max_bytes,
+            count_on_disk: max_count,
+            bytes_on_disk: max_bytes,
+            memory_bytes: u64::MAX,
+        };
+        self.get_messages_capped(topic, queue_id, offset, &caps, filter)
+    }
+
+    /// Like [`MessageStore::get_messages`], with RocketMQ's two sets of
+    /// caps: a message more than `caps.memory_bytes` behind the CommitLog's
+    /// end is probably no longer in the page cache, and a read that reaches
+    /// such messages stops at the smaller on-disk caps. At least one message
+    /// is always returned when one matches.
+    pub fn get_messages_capped(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        caps: &ReadCaps,
+        filter: Option<&dyn Fn(i64) -> bool>,
+    ) -> GetResult {
         let Some(cq) = self.inner.queue(topic, queue_id) else {
             return GetResult {
                 status: GetStatus::NoMatchedLogicQueue,
@@ -256,13 +297,22 @@ impl MessageStore {
         let mut bytes = 0usize;
         let mut next = offset;
         let mut missing = false;
-        while next < max && messages.len() < max_count.max(1) {
+        let end = self.inner.commit_log.files().max_offset();
+        while next < max && messages.len() < caps.count_in_memory.max(1) {
             let Some(entry) = cq.get(next) else { break };
             if filter.is_some_and(|f| !f(entry.tags_code)) {
                 next += 1;
                 continue;
             }
-            if !messages.is_empty() && bytes + entry.size as usize > max_bytes {
+            let behind = end.saturating_sub(u64::try_from(entry.commit_log_offset).unwrap_or(0));
+            let (count_cap, bytes_cap) = if behind > caps.memory_bytes {
+                (caps.count_on_disk, caps.bytes_on_disk)
+            } else {
+                (caps.count_in_memory, caps.bytes_in_memory)
+            };
+            if !messages.is_empty()
+                && (messages.len() >= count_cap || bytes + entry.size as usize > bytes_cap)
+            {
                 break;
             }
             match self
@@ -577,5 +627,49 @@ mod tests {
         assert!(!wait_store_ok("TAGS\u{1}A\u{2}WAIT\u{1}false\u{2}"));
         assert!(!wait_store_ok("WAIT\u{1}true\u{2}WAIT\u{1}false\u{2}"));
         assert!(wait_store_ok("WAIT\u{1}false\u{2}WAIT\u{1}true\u{2}"));
+    }
+
+    #[test]
+    fn only_a_thorough_queue_flush_moves_the_checkpoint() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store = MessageStore::open(StoreConfig {
+            mapped_file_size_commit_log: 256 * 1024,
+            mapped_file_size_consume_queue: 100 * 20,
+            max_message_size: 64 * 1024,
+            // The housekeeping thread stays asleep during the test.
+            flush_interval_consume_queue: 60_000,
+            ..StoreConfig::with_root(dir.path())
+        })
+        .expect("open store");
+        let host = "127.0.0.1:1".parse().expect("address");
+        for i in 0..3 {
+            store
+                .put_message(&MessageToStore {
+                    topic: "T".into(),
+                    queue_id: 0,
+                    flag: 0,
+                    sys_flag: 0,
+                    born_timestamp: 1,
+                    born_host: host,
+                    store_host: host,
+                    reconsume_times: 0,
+                    prepared_transaction_offset: 0,
+                    body: Bytes::from(vec![i; 10]),
+                    properties: String::new(),
+                })
+                .expect("put");
+        }
+        let inner = &store.inner;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while store.max_offset_in_queue("T", 0) < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let dispatched = inner.dispatched_ts.load(Ordering::Acquire);
+        assert!(dispatched > 0);
+        let before = inner.checkpoint.logics_msg_timestamp();
+        inner.flush_queues_and_checkpoint(2);
+        assert_eq!(inner.checkpoint.logics_msg_timestamp(), before);
+        inner.flush_queues_and_checkpoint(0);
+        assert_eq!(inner.checkpoint.logics_msg_timestamp(), dispatched);
     }
 }

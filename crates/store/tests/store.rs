@@ -13,7 +13,7 @@ use std::{
 
 use common::{config, message, record_body};
 use message_model::record::{self, Record};
-use store::{FlushDiskType, GetStatus, MessageStore, PutError, PutStatus, StoreConfig};
+use store::{FlushDiskType, GetStatus, MessageStore, PutError, PutStatus, ReadCaps, StoreConfig};
 
 fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -86,6 +86,55 @@ fn tag_filter_and_byte_limit_apply() {
     }
     let one_kib = store.get_messages("F", 0, 0, 100, 500, None);
     assert!(one_kib.messages.len() < 5, "byte limit stops the read");
+}
+
+#[test]
+fn reads_reaching_messages_no_longer_in_memory_use_the_on_disk_caps() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    for i in 0..20 {
+        store.put_message(&message("D", 0, i, 1000)).unwrap();
+    }
+    wait_until("dispatch", Duration::from_secs(5), || {
+        store.max_offset_in_queue("D", 0) == 20
+    });
+    let size = store.get_messages("D", 0, 0, 1, 1 << 20, None).messages[0].len();
+    // The newest four messages count as in memory, the rest as on disk
+    // (sizes differ by a byte or two with the index in the properties).
+    let caps = ReadCaps {
+        count_in_memory: 32,
+        bytes_in_memory: 1 << 20,
+        count_on_disk: 4,
+        bytes_on_disk: size * 2 + size / 2,
+        memory_bytes: (size * 4 + 100) as u64,
+    };
+    let old = store.get_messages_capped("D", 0, 0, &caps, None);
+    assert_eq!(old.messages.len(), 2, "two fit in the on-disk bytes");
+    assert_eq!(old.next_begin_offset, 2);
+    let recent = store.get_messages_capped("D", 0, 16, &caps, None);
+    assert_eq!(recent.messages.len(), 4, "in memory: the larger caps");
+    let count_capped = ReadCaps {
+        bytes_on_disk: 1 << 20,
+        ..caps
+    };
+    assert_eq!(
+        store
+            .get_messages_capped("D", 0, 0, &count_capped, None)
+            .messages
+            .len(),
+        4
+    );
+    let all_in_memory = ReadCaps {
+        memory_bytes: u64::MAX,
+        ..caps
+    };
+    assert_eq!(
+        store
+            .get_messages_capped("D", 0, 0, &all_in_memory, None)
+            .messages
+            .len(),
+        20
+    );
 }
 
 #[test]

@@ -127,6 +127,17 @@ pub struct BrokerSection {
     /// Most bytes of messages one pull returns, whatever it asks for (at
     /// least one message always). Default 262144 (256 KiB); 1024..=67108864.
     pub max_transfer_bytes_on_message_in_memory: usize,
+    /// Most messages one pull returns once it reaches messages no longer in
+    /// memory (see `accessMessageInMemoryMaxRatio`). Default 8; 1..=1024.
+    pub max_transfer_count_on_message_in_disk: usize,
+    /// Most bytes one pull returns once it reaches messages no longer in
+    /// memory (at least one message always). Default 65536 (64 KiB);
+    /// 1024..=67108864.
+    pub max_transfer_bytes_on_message_in_disk: usize,
+    /// A message further behind the CommitLog's end than this percentage of
+    /// the machine's physical memory counts as no longer in memory, and pulls
+    /// that reach it use the on-disk caps. Default 40; 0..=100.
+    pub access_message_in_memory_max_ratio: u64,
     /// Most pulls held at once; further ones are answered at once. Default 100000.
     pub pull_hold_max_requests: usize,
     /// Most pulls of one connection held at once; further ones are answered
@@ -180,6 +191,9 @@ impl Default for BrokerSection {
             short_polling_time_mills: 1000,
             max_transfer_count_on_message_in_memory: 32,
             max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_disk: 8,
+            max_transfer_bytes_on_message_in_disk: 64 * 1024,
+            access_message_in_memory_max_ratio: 40,
             pull_hold_max_requests: 100_000,
             pull_hold_max_requests_per_connection: 10_000,
         }
@@ -256,6 +270,27 @@ impl BrokerSection {
             1024,
             64 * 1024 * 1024,
             " (bytes)",
+        )?;
+        range(
+            "maxTransferCountOnMessageInDisk",
+            b.max_transfer_count_on_message_in_disk,
+            1,
+            1024,
+            "",
+        )?;
+        range(
+            "maxTransferBytesOnMessageInDisk",
+            b.max_transfer_bytes_on_message_in_disk,
+            1024,
+            64 * 1024 * 1024,
+            " (bytes)",
+        )?;
+        range(
+            "accessMessageInMemoryMaxRatio",
+            b.access_message_in_memory_max_ratio,
+            0,
+            100,
+            " (percent)",
         )?;
         at_least(
             "writeBufferHighWaterMark",

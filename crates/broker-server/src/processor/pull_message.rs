@@ -11,7 +11,7 @@ use remoting_protocol::{
     header::{is_tag_type, PullMessageRequestHeader, PullMessageResponseHeader},
     RemotingCommand, ResponseCode,
 };
-use store::GetStatus;
+use store::{GetStatus, ReadCaps};
 
 use crate::{
     processor::{bad_header, client_manage::unsupported_filter},
@@ -185,12 +185,18 @@ fn read(
     let max_msgs = usize::try_from(header.max_msg_nums)
         .unwrap_or(1)
         .clamp(1, cfg.broker.max_transfer_count_on_message_in_memory);
-    let got = state.store.get_messages(
+    let caps = ReadCaps {
+        count_in_memory: max_msgs,
+        bytes_in_memory: max_bytes,
+        count_on_disk: max_msgs.min(cfg.broker.max_transfer_count_on_message_in_disk),
+        bytes_on_disk: max_bytes.min(cfg.broker.max_transfer_bytes_on_message_in_disk),
+        memory_bytes: physical_memory_bytes() / 100 * cfg.broker.access_message_in_memory_max_ratio,
+    };
+    let got = state.store.get_messages_capped(
         &header.topic,
         header.queue_id,
         header.queue_offset,
-        max_msgs,
-        max_bytes,
+        &caps,
         Some(&filter),
     );
     let asked = header.queue_offset;
@@ -243,4 +249,20 @@ fn subscribed_tags(expression: Option<&str>) -> Option<Vec<i64>> {
             .map(tag_hash)
             .collect(),
     )
+}
+
+/// The machine's physical memory (`MemTotal` in `/proc/meminfo`), read once;
+/// 8 GiB when it cannot be read.
+fn physical_memory_bytes() -> u64 {
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                Some(kib * 1024)
+            })
+            .unwrap_or(8 << 30)
+    })
 }
