@@ -207,6 +207,24 @@ async fn admin_requests_create_topics_and_report_runtime_info() {
         b.invoke(create("bad topic")).await.response_code(),
         ResponseCode::INVALID_PARAMETER
     );
+    let too_many = RemotingCommand::request_with_header(
+        RequestCode::UPDATE_AND_CREATE_TOPIC,
+        &CreateTopicRequestHeader {
+            topic: "Wide".into(),
+            default_topic: "TBW102".into(),
+            read_queue_nums: 1025,
+            write_queue_nums: 1025,
+            perm: 6,
+            topic_filter_type: TopicFilterType::SingleTag,
+            ..CreateTopicRequestHeader::default()
+        },
+    );
+    let too_many = b.invoke(too_many).await;
+    assert_eq!(too_many.response_code(), ResponseCode::INVALID_PARAMETER);
+    assert_eq!(
+        too_many.remark.as_deref(),
+        Some("queue counts must be 1..=1024 (read 1025, write 1025)")
+    );
     assert_eq!(
         b.invoke(send_request("NotYet", 1, b"x", ""))
             .await
