@@ -178,7 +178,7 @@ impl<T> RequestQueue<T> {
     /// Hands the payload back with [`Reason::ShuttingDown`] once the queue is
     /// closed, or [`Reason::Overload`] when it holds `capacity` tasks or more.
     pub fn try_push(&self, payload: T, now: Instant) -> Result<(), Rejected<T>> {
-        self.push(payload, 0, now, None)
+        self.try_push_sized(payload, 0, now, None)
     }
 
     /// Like [`RequestQueue::try_push`], but when `early` is set also refuses a
@@ -196,12 +196,13 @@ impl<T> RequestQueue<T> {
         max_wait: Duration,
         early: bool,
     ) -> Result<(), Rejected<T>> {
-        self.push(payload, 0, now, early.then_some(max_wait))
+        self.try_push_sized(payload, 0, now, early.then_some(max_wait))
     }
 
     /// Like [`RequestQueue::try_push_with_admission`] (`max_wait` set means
     /// early admission is on) for a task of `bytes` bytes, which is also
-    /// refused while the queue's tasks hold its byte capacity or more.
+    /// refused when it would take the queue's bytes past its byte capacity
+    /// (a task alone in the queue is always taken).
     ///
     /// # Errors
     /// As [`RequestQueue::try_push_with_admission`], plus
@@ -213,7 +214,49 @@ impl<T> RequestQueue<T> {
         now: Instant,
         max_wait: Option<Duration>,
     ) -> Result<(), Rejected<T>> {
-        self.push(payload, bytes, now, max_wait)
+        let mut state = self.lock();
+        let queue_len = state.tasks.len();
+        let capacity = self.capacity();
+        let capacity_bytes = self.capacity_bytes();
+        let reason = if state.closed {
+            Some(Reason::ShuttingDown)
+        } else if queue_len >= capacity {
+            Some(Reason::Overload {
+                queue_len,
+                capacity,
+            })
+        } else if bytes > 0 && state.bytes.saturating_add(bytes) > capacity_bytes && queue_len > 0 {
+            // One task alone is always accepted, however large: the frame
+            // limit bounds it, and refusing it would refuse it forever.
+            Some(Reason::OverloadBytes {
+                queued_bytes: state.bytes,
+                capacity_bytes,
+            })
+        } else {
+            max_wait.and_then(|limit| {
+                let predicted_wait = self.service.predict_wait(queue_len, self.workers())?;
+                (predicted_wait > limit).then_some(Reason::EarlyReject {
+                    predicted_wait,
+                    limit,
+                    queue_len,
+                })
+            })
+        };
+        if let Some(reason) = reason {
+            return Err(Rejected { payload, reason });
+        }
+        state.tasks.push_back(Task {
+            payload,
+            arrived: now,
+            bytes,
+        });
+        state.bytes += bytes;
+        let wake = state.waiting > 0;
+        drop(state);
+        if wake {
+            self.ready.notify_one();
+        }
+        Ok(())
     }
 
     /// Takes the oldest task, waiting up to `timeout` for one to arrive.
@@ -305,58 +348,6 @@ impl<T> RequestQueue<T> {
             });
         }
         drained
-    }
-
-    fn push(
-        &self,
-        payload: T,
-        bytes: usize,
-        now: Instant,
-        max_wait: Option<Duration>,
-    ) -> Result<(), Rejected<T>> {
-        let mut state = self.lock();
-        let queue_len = state.tasks.len();
-        let capacity = self.capacity();
-        let capacity_bytes = self.capacity_bytes();
-        let reason = if state.closed {
-            Some(Reason::ShuttingDown)
-        } else if queue_len >= capacity {
-            Some(Reason::Overload {
-                queue_len,
-                capacity,
-            })
-        } else if bytes > 0 && state.bytes.saturating_add(bytes) > capacity_bytes && queue_len > 0 {
-            // One task alone is always accepted, however large: the frame
-            // limit bounds it, and refusing it would refuse it forever.
-            Some(Reason::OverloadBytes {
-                queued_bytes: state.bytes,
-                capacity_bytes,
-            })
-        } else {
-            max_wait.and_then(|limit| {
-                let predicted_wait = self.service.predict_wait(queue_len, self.workers())?;
-                (predicted_wait > limit).then_some(Reason::EarlyReject {
-                    predicted_wait,
-                    limit,
-                    queue_len,
-                })
-            })
-        };
-        if let Some(reason) = reason {
-            return Err(Rejected { payload, reason });
-        }
-        state.tasks.push_back(Task {
-            payload,
-            arrived: now,
-            bytes,
-        });
-        state.bytes += bytes;
-        let wake = state.waiting > 0;
-        drop(state);
-        if wake {
-            self.ready.notify_one();
-        }
-        Ok(())
     }
 
     /// The state, even if a thread panicked while holding the lock: every
