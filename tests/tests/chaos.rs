@@ -464,3 +464,88 @@ async fn a_slow_reader_is_held_to_its_budget() {
     );
     assert!(pass, "{figure}");
 }
+
+/// A topic-creation race with kill -9: eight clients create topics as fast
+/// as the broker answers; halfway the broker is killed with SIGKILL and
+/// started again on the same store. Passes when `topics.json` parses and
+/// every topic whose creation was acknowledged before the kill is in it,
+/// and the broker started again on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_topics_survive_kill_9_during_creation() {
+    let Some(env) = chaos_env("topic race") else {
+        return;
+    };
+    let n = if env.quick { 400 } else { 4000 };
+    let mut broker = OwnBroker::start(&env, "topic-race", &[]).unwrap();
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let (addr, acked, stop) = (broker.addr.clone(), Arc::clone(&acked), Arc::clone(&stop));
+        tasks.push(tokio::spawn(async move {
+            let client = RemotingClient::new(ClientOptions::default());
+            for i in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let topic = format!("Race-{t}-{i}");
+                let req = RemotingCommand::request_with_header(
+                    RequestCode::UPDATE_AND_CREATE_TOPIC,
+                    &CreateTopicRequestHeader {
+                        topic: topic.clone(),
+                        default_topic: AUTO_CREATE_TOPIC.into(),
+                        read_queue_nums: 4,
+                        write_queue_nums: 4,
+                        perm: 6,
+                        topic_filter_type: TopicFilterType::SingleTag,
+                        ..CreateTopicRequestHeader::default()
+                    },
+                );
+                // After the kill, requests fail: that ends this client.
+                match client.invoke(&addr, req, Duration::from_secs(5)).await {
+                    Ok(r) if r.response_code() == ResponseCode::SUCCESS => {
+                        acked.lock().unwrap().push(topic);
+                    }
+                    _ => break,
+                }
+            }
+            client.close_all().await;
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acked.lock().unwrap().len() < n / 2 {
+        assert!(Instant::now() < deadline, "topic creations too slow");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    broker.kill_and_restart().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let path = broker.dir.join("store").join("config").join("topics.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let table: Result<remoting_protocol::body::TopicConfigSerializeWrapper, _> =
+        remoting_protocol::body::from_json(text.as_bytes());
+    let parsed = table.is_ok();
+    let saved = table.map(|t| t.topic_config_table).unwrap_or_default();
+    let missing: Vec<&String> = acked.iter().filter(|t| !saved.contains_key(*t)).collect();
+    let running = broker.is_running();
+    let figure = format!(
+        "{} topic creations acknowledged before kill -9; topics.json parses: {parsed}, holds {} \
+         topics, {} acknowledged missing; broker running after the restart: {running}",
+        acked.len(),
+        saved.len(),
+        missing.len(),
+    );
+    let pass = parsed && missing.is_empty() && running;
+    println!(
+        "chaos: topic race | {figure} | {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    assert!(
+        pass,
+        "{figure}; missing {:?}",
+        &missing[..missing.len().min(5)]
+    );
+}
