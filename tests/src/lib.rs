@@ -320,6 +320,30 @@ impl OwnBroker {
         }
     }
 
+    /// Sends SIGTERM and waits up to `limit` for the exit: its status, or
+    /// `None` when the process still runs.
+    ///
+    /// # Errors
+    /// When the signal cannot be sent or the state cannot be read.
+    pub async fn terminate(&mut self, limit: Duration) -> Result<Option<std::process::ExitStatus>> {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.proc.id().to_string()])
+            .status()
+            .context("run kill -TERM")?;
+        ensure!(sent.success(), "kill -TERM {} failed", self.proc.id());
+        self.wait_exit(limit).await
+    }
+
+    /// Starts the broker again on the same store, ports and settings, after
+    /// it exited.
+    ///
+    /// # Errors
+    /// When it does not start again.
+    pub fn restart(&mut self) -> Result<()> {
+        self.proc = spawn_broker(&self.bin, &self.dir, self.port, self.ns_port, &self.sets)?;
+        Ok(())
+    }
+
     /// Kills the broker with SIGKILL and starts it again on the same store,
     /// ports and settings.
     ///
