@@ -103,6 +103,23 @@ async fn admin(client: &RemotingClient, addr: &str, req: RemotingCommand) -> Rem
         .unwrap()
 }
 
+/// The end offset (message count) of one queue.
+async fn max_offset(client: &RemotingClient, addr: &str, topic: &str, queue_id: i32) -> i64 {
+    let req = RemotingCommand::request_with_header(
+        RequestCode::GET_MAX_OFFSET,
+        &GetMaxOffsetRequestHeader {
+            topic: topic.into(),
+            queue_id,
+            ..GetMaxOffsetRequestHeader::default()
+        },
+    );
+    admin(client, addr, req)
+        .await
+        .decode_header::<OffsetResponseHeader>()
+        .unwrap()
+        .offset
+}
+
 /// Retention on a small filesystem: writing 2.5 times its size through the
 /// broker keeps disk use under the warning ratio, the last stretch of sends
 /// all succeed, nothing acknowledged is missing from the queues, and a
@@ -240,20 +257,7 @@ async fn retention_on_a_small_disk() {
         .count();
     let mut in_queues = 0i64;
     for queue_id in 0..queues {
-        let max = admin(
-            &client,
-            &broker.addr,
-            RemotingCommand::request_with_header(
-                RequestCode::GET_MAX_OFFSET,
-                &GetMaxOffsetRequestHeader {
-                    topic: topic.clone(),
-                    queue_id,
-                    ..GetMaxOffsetRequestHeader::default()
-                },
-            ),
-        )
-        .await;
-        in_queues += max.decode_header::<OffsetResponseHeader>().unwrap().offset;
+        in_queues += max_offset(&client, &broker.addr, &topic, queue_id).await;
     }
     let log = std::fs::read_to_string(dir.join("broker.log")).unwrap();
     let warned = log
@@ -754,22 +758,7 @@ async fn sigterm_under_sync_flush_answers_and_keeps_what_it_acknowledged() {
     let mut lost = 0i64;
     if restarted {
         for (queue_id, acked) in o.acked.iter().enumerate() {
-            let max = admin(
-                &client,
-                &broker.addr,
-                RemotingCommand::request_with_header(
-                    RequestCode::GET_MAX_OFFSET,
-                    &GetMaxOffsetRequestHeader {
-                        topic: topic.clone(),
-                        queue_id: queue_id as i32,
-                        ..GetMaxOffsetRequestHeader::default()
-                    },
-                ),
-            )
-            .await
-            .decode_header::<OffsetResponseHeader>()
-            .unwrap()
-            .offset;
+            let max = max_offset(&client, &broker.addr, &topic, queue_id as i32).await;
             lost += (acked - max).max(0);
         }
     }

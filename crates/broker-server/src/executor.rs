@@ -72,7 +72,7 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
                 .max_wait(queue.name())
                 .unwrap_or(DEFAULT_SEND_WAIT)
         });
-    let bytes = request_bytes(&job.request);
+    let bytes = job.request.size_estimate();
     let pushed = queue.try_push_sized(job, bytes, now, early);
     match pushed {
         Ok(()) => {
@@ -81,17 +81,6 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         }
         Err(rejected) => state.reject(&rejected.payload, rejected.reason),
     }
-}
-
-/// What a queued request holds in memory: its body and header fields,
-/// plus a fixed share for the rest.
-fn request_bytes(request: &RemotingCommand) -> usize {
-    let fields: usize = request
-        .ext_fields
-        .iter()
-        .map(|(k, v)| k.len() + v.len())
-        .sum();
-    request.body.len() + fields + request.remark.as_ref().map_or(0, String::len) + 128
 }
 
 /// Starts the worker threads of every family and the sweeper thread.

@@ -87,17 +87,6 @@ impl WriteBudget {
     }
 }
 
-/// What a command takes in a connection's write budget: its encoded size
-/// (body, remark and ext fields, plus the fixed part of the header).
-pub(crate) fn budget_bytes(cmd: &RemotingCommand) -> usize {
-    let ext: usize = cmd
-        .ext_fields
-        .iter()
-        .map(|(k, v)| k.len() + v.len() + 6)
-        .sum();
-    cmd.body.len() + cmd.remark.as_ref().map_or(0, String::len) + ext + 128
-}
-
 /// Reads frames until the stream ends, fails or is cancelled, handing each
 /// decoded command to `on_frame`. With a `budget`, no further frame is
 /// handed over while the connection's unwritten answers exceed it.
@@ -169,7 +158,8 @@ impl Outgoing for RemotingCommand {
     }
 }
 
-/// A server's answers, with their [`budget_bytes`].
+/// A server's answers, with their size in the write budget
+/// ([`RemotingCommand::size_estimate`]).
 impl Outgoing for (RemotingCommand, usize) {
     fn command(&self) -> &RemotingCommand {
         &self.0

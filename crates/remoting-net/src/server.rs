@@ -18,7 +18,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::io::{budget_bytes, read_frames, write_frames, ReadEnd, WriteBudget};
+use crate::io::{read_frames, write_frames, ReadEnd, WriteBudget};
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
@@ -89,7 +89,7 @@ impl Connection {
     /// Queues a command (usually a response) for the writer task. Callable
     /// from any thread. Returns false if the connection has closed.
     pub fn send(&self, cmd: RemotingCommand) -> bool {
-        let bytes = budget_bytes(&cmd);
+        let bytes = cmd.size_estimate();
         // Counted before the writer can see it, so it is never taken off
         // before it was added.
         self.budget.add(bytes);

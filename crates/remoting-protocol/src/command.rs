@@ -190,6 +190,18 @@ impl RemotingCommand {
     pub fn set_ext(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.ext_fields.insert(key.into(), value.into());
     }
+
+    /// About how many bytes the command takes, encoded or held in memory:
+    /// its body, remark and ext fields, plus a fixed share for the rest of
+    /// the header.
+    pub fn size_estimate(&self) -> usize {
+        let ext: usize = self
+            .ext_fields
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum();
+        self.body.len() + self.remark.as_ref().map_or(0, String::len) + ext + 128
+    }
 }
 
 #[cfg(test)]
