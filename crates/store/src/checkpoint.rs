@@ -10,15 +10,18 @@ use std::{
     fs::{File, OpenOptions},
     io,
     os::unix::fs::FileExt,
-    path::Path,
+    path::{Path, PathBuf},
     sync::atomic::{AtomicI64, Ordering},
 };
+
+use crate::sync_log;
 
 const FILE_SIZE: u64 = 4096;
 
 /// The checkpoint values and the file they persist to.
 #[derive(Debug)]
 pub struct Checkpoint {
+    path: PathBuf,
     file: File,
     physic_msg_timestamp: AtomicI64,
     logics_msg_timestamp: AtomicI64,
@@ -44,6 +47,7 @@ impl Checkpoint {
         }
         let mut raw = [0u8; 40];
         file.read_exact_at(&mut raw, 0)?;
+        sync_log::snapshot(path, &raw);
         let field = |i: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&raw[i * 8..i * 8 + 8]);
@@ -55,6 +59,7 @@ impl Checkpoint {
             index_msg_timestamp: field(2),
             master_flushed_offset: field(3),
             confirm_phy_offset: field(4),
+            path: path.to_path_buf(),
             file,
         })
     }
@@ -104,7 +109,9 @@ impl Checkpoint {
             raw[i * 8..i * 8 + 8].copy_from_slice(&v.load(Ordering::Acquire).to_be_bytes());
         }
         self.file.write_all_at(&raw, 0)?;
-        self.file.sync_data()
+        self.file.sync_data()?;
+        sync_log::snapshot(&self.path, &raw);
+        Ok(())
     }
 }
 

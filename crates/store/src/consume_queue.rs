@@ -99,7 +99,8 @@ impl ConsumeQueue {
         let mut files = FileQueue::load_files(&dir, file_size)?;
         let mut end: Option<(usize, usize)> = None;
         'files: for (i, file) in files.iter_mut().enumerate() {
-            file.set_positions(file.size());
+            let size = file.size();
+            file.set_positions(size)?;
             let data = file.committed_bytes();
             let mut pos = 0;
             while pos + ENTRY_SIZE <= data.len() {
@@ -117,17 +118,21 @@ impl ConsumeQueue {
         }
         let (last, pos) = end.unwrap_or((files.len().saturating_sub(1), file_size));
         for (i, file) in files.iter_mut().enumerate() {
+            let size = file.size();
             match i.cmp(&last) {
-                std::cmp::Ordering::Less => file.set_positions(file.size()),
-                std::cmp::Ordering::Equal => file.set_positions(pos),
-                std::cmp::Ordering::Greater => file.set_positions(0),
+                std::cmp::Ordering::Less => file.set_positions(size)?,
+                std::cmp::Ordering::Equal => file.set_positions(pos)?,
+                std::cmp::Ordering::Greater => file.set_positions(0)?,
             }
         }
         // Files entirely past the end hold nothing valid.
-        while files.len() > last + 1 {
-            if let Some(file) = files.pop() {
-                file.destroy()?;
+        if files.len() > last + 1 {
+            while files.len() > last + 1 {
+                if let Some(file) = files.pop() {
+                    file.destroy()?;
+                }
             }
+            std::fs::File::open(&dir)?.sync_all()?;
         }
         let max = files
             .last()

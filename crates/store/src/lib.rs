@@ -26,6 +26,8 @@
 //! - `commit_log`, `consume_queue`, `file_queue`, `mmap` (the only `unsafe`
 //!   code), `pool`, `checkpoint`, `recovery`: the files and what is in them.
 //!   The record layout itself is `message_model::record`.
+//! - `sync_log`: power-loss testing, a record of what each sync made
+//!   durable and [`cut_power`], which drops everything else.
 #![deny(clippy::unwrap_used)]
 
 mod checkpoint;
@@ -43,6 +45,7 @@ mod retention;
 mod services;
 mod state;
 mod store;
+mod sync_log;
 
 pub use commit_log::AppendResult;
 pub use config::{ConfigError, FlushDiskType, StoreConfig, DEFAULT_MESSAGE_DELAY_LEVEL};
@@ -54,3 +57,4 @@ pub use message_model::MessageToStore;
 pub use mmap::flush_calls;
 pub use retention::{Expiring, RetentionListener, RetentionStats};
 pub use store::{GetResult, GetStatus, MessageStore, PutOutcome, PutStatus, ReadCaps};
+pub use sync_log::{cut_power, PowerCut, SYNC_LOG_ENV};

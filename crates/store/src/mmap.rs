@@ -25,7 +25,7 @@ use std::{
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-use crate::pool::PooledBuffer;
+use crate::{pool::PooledBuffer, sync_log};
 
 /// Size of an OS page, the unit of "least pages" flush and commit rules.
 pub const OS_PAGE_SIZE: usize = 4096;
@@ -90,6 +90,7 @@ impl MappedFile {
             let _ = std::fs::remove_file(path);
             return Err(e.into());
         }
+        sync_log::created(path);
         Self::map(path, file, from_offset, size)
     }
 
@@ -325,6 +326,7 @@ impl MappedFile {
             let start = flushed - flushed % OS_PAGE_SIZE;
             self.map.flush_range(start, committed - start)?;
             FLUSH_CALLS.fetch_add(1, Ordering::Relaxed);
+            sync_log::synced(&self.path, committed);
             self.flushed.fetch_max(committed, Ordering::AcqRel);
         }
         Ok(self.flushed())
@@ -342,10 +344,16 @@ impl MappedFile {
 
     /// Sets every position to `pos` (recovery) and zeroes the stale bytes
     /// after it, page by page until a page that is already all zero, so that
-    /// records beyond a torn tail can never be read back later.
-    pub fn set_positions(&mut self, pos: usize) {
+    /// records beyond a torn tail can never be read back later. The zeroes
+    /// are synced before this returns: otherwise a power cut could bring the
+    /// stale records back under bytes appended after recovery.
+    ///
+    /// # Errors
+    /// The error of `msync`.
+    pub fn set_positions(&mut self, pos: usize) -> io::Result<()> {
         let pos = pos.min(self.size);
         let mut start = pos;
+        let mut zeroed_to = pos;
         while start < self.size {
             let end = (start - start % OS_PAGE_SIZE + OS_PAGE_SIZE).min(self.size);
             // SAFETY: `&mut self` means no reader or writer shares the file;
@@ -354,15 +362,24 @@ impl MappedFile {
                 std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(start), end - start)
             };
             let was_zero = page.iter().all(|&b| b == 0);
-            page.fill(0);
+            if !was_zero {
+                page.fill(0);
+                zeroed_to = end;
+            }
             if was_zero && start > pos {
                 break;
             }
             start = end;
         }
+        if zeroed_to > pos {
+            let from = pos - pos % OS_PAGE_SIZE;
+            self.map.flush_range(from, zeroed_to - from)?;
+        }
+        sync_log::reset(&self.path, pos);
         *self.wrote.get_mut() = pos;
         *self.committed.get_mut() = pos;
         *self.flushed.get_mut() = pos;
+        Ok(())
     }
 
     /// Removes the file's name from its directory. The mapping stays valid;
@@ -544,11 +561,11 @@ mod tests {
         }
         let mut f = MappedFile::open(&path, 0, 3 * OS_PAGE_SIZE).unwrap();
         assert_eq!(f.read(0, 1), None, "nothing is readable before recovery");
-        f.set_positions(OS_PAGE_SIZE + 10);
+        f.set_positions(OS_PAGE_SIZE + 10).unwrap();
         assert_eq!(f.read(OS_PAGE_SIZE, 10).unwrap(), &[9u8; 10][..]);
-        f.set_positions(5);
+        f.set_positions(5).unwrap();
         assert_eq!(f.read(0, 5).unwrap(), &[9u8; 5][..]);
-        f.set_positions(OS_PAGE_SIZE + 10);
+        f.set_positions(OS_PAGE_SIZE + 10).unwrap();
         assert!(f.read(5, OS_PAGE_SIZE + 5).unwrap().iter().all(|&b| b == 0));
         assert!(
             MappedFile::open(&path, 0, 4096).is_err(),

@@ -39,7 +39,9 @@ pub(crate) fn recover(
         .map_err(StoreError::io("load commit log files", &dir))?;
     for file in &mut files {
         let size = file.size();
-        file.set_positions(size);
+        let path = file.path().to_path_buf();
+        file.set_positions(size)
+            .map_err(StoreError::io("sync commit log file", path))?;
     }
     let start = if crashed {
         abnormal_start(&files, checkpoint.min_timestamp())
@@ -47,15 +49,26 @@ pub(crate) fn recover(
         normal_start(&files)
     };
     let (end_index, end_pos, messages) = scan(&files, start, config.check_crc_on_recover);
+    let mut deleted = false;
     while files.len() > end_index + 1 {
         if let Some(file) = files.pop() {
             let path = file.path().to_path_buf();
             file.destroy()
                 .map_err(StoreError::io("delete commit log file past the end", path))?;
+            deleted = true;
         }
     }
+    if deleted {
+        // A deleted file must not come back after a power cut, under new
+        // appends that took its name.
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(StoreError::io("sync commit log directory", &dir))?;
+    }
     if let Some(file) = files.get_mut(end_index) {
-        file.set_positions(end_pos);
+        let path = file.path().to_path_buf();
+        file.set_positions(end_pos)
+            .map_err(StoreError::io("truncate commit log file", path))?;
     }
     let end = files
         .last()
