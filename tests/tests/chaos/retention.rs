@@ -1,0 +1,182 @@
+//! Retention on a small filesystem.
+
+use super::*;
+
+/// Retention on a small filesystem: writing 2.5 times its size through the
+/// broker keeps disk use under the warning ratio, the last stretch of sends
+/// all succeed, nothing acknowledged is missing from the queues, and a
+/// consumer group that never consumed is warned about before the first
+/// file goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_on_a_small_disk() {
+    let Some(env) = chaos_env("retention") else {
+        return;
+    };
+    let (mib, file_mib, last_window) = if env.quick {
+        (128u64, 8u64, Duration::from_secs(5))
+    } else {
+        (512, 16, Duration::from_secs(60))
+    };
+    let dir = env.dir.clone().unwrap().join(unique("retention-"));
+    // The store on the small disk, the broker's log beside it.
+    let Some(disk) = Tmpfs::mount(&dir.join("store"), mib) else {
+        println!("chaos: retention | needs root to mount a {mib} MiB tmpfs | SKIP");
+        return;
+    };
+    let file_size = (file_mib << 20).to_string();
+    let broker = OwnBroker::start_at(
+        &env,
+        dir.clone(),
+        &[
+            &format!("mappedFileSizeCommitLog={file_size}"),
+            "mappedFileSizeConsumeQueue=600000",
+            "cleanResourceInterval=1000",
+            "deleteCommitLogFilesInterval=0",
+            "deleteConsumeQueueFilesInterval=0",
+        ],
+    )
+    .unwrap();
+    let topic = unique("Retained");
+    let queues = 4;
+    let client = RemotingClient::new(ClientOptions::default());
+    let created = admin(
+        &client,
+        &broker.addr,
+        RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &CreateTopicRequestHeader {
+                topic: topic.clone(),
+                default_topic: AUTO_CREATE_TOPIC.into(),
+                read_queue_nums: queues,
+                write_queue_nums: queues,
+                perm: 6,
+                topic_filter_type: TopicFilterType::SingleTag,
+                ..CreateTopicRequestHeader::default()
+            },
+        ),
+    )
+    .await;
+    assert_eq!(created.response_code(), ResponseCode::SUCCESS);
+    for queue_id in 0..queues {
+        let committed = admin(
+            &client,
+            &broker.addr,
+            RemotingCommand::request_with_header(
+                RequestCode::UPDATE_CONSUMER_OFFSET,
+                &UpdateConsumerOffsetRequestHeader {
+                    consumer_group: "chaos-lagging".into(),
+                    topic: topic.clone(),
+                    queue_id,
+                    commit_offset: 0,
+                    ..UpdateConsumerOffsetRequestHeader::default()
+                },
+            ),
+        )
+        .await;
+        assert_eq!(committed.response_code(), ResponseCode::SUCCESS);
+    }
+
+    let mut config = ProducerConfig::with_namesrv(&broker.namesrv);
+    config.retry_times_when_send_failed = 0;
+    let producer = Arc::new(Producer::start(config).await.unwrap());
+    let body = vec![b'r'; 4096];
+    let target = mib * (1 << 20) * 5 / 2;
+    let written = Arc::new(AtomicU64::new(0));
+    let acked = Arc::new(AtomicU64::new(0));
+    // When each refusal happened, for the last-window check.
+    let refusals: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(if env.quick { 120 } else { 600 });
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (producer, topic, body) = (Arc::clone(&producer), topic.clone(), body.clone());
+        let (written, acked, refusals) = (
+            Arc::clone(&written),
+            Arc::clone(&acked),
+            Arc::clone(&refusals),
+        );
+        tasks.push(tokio::spawn(async move {
+            while written.load(Ordering::Relaxed) < target && Instant::now() < deadline {
+                match producer
+                    .send(Message::new(topic.as_str(), body.clone()))
+                    .await
+                {
+                    Ok(_) => {
+                        written.fetch_add(body.len() as u64, Ordering::Relaxed);
+                        acked.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        refusals
+                            .lock()
+                            .unwrap()
+                            .push((Instant::now(), e.to_string()));
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+        }));
+    }
+    let mut max_used = 0.0f64;
+    while tasks.iter().any(|t| !t.is_finished()) {
+        max_used = max_used.max(disk.used());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let finished = Instant::now();
+    let took = finished - started;
+    producer.shutdown().await;
+    // One more pass settles the disk.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let end_used = disk.used();
+
+    let total_written = written.load(Ordering::Relaxed);
+    let refusals = refusals.lock().unwrap().clone();
+    let late = refusals
+        .iter()
+        .filter(|(at, _)| finished.duration_since(*at) < last_window)
+        .count();
+    let mut in_queues = 0i64;
+    for queue_id in 0..queues {
+        in_queues += max_offset(&client, &broker.addr, &topic, queue_id).await;
+    }
+    let log = std::fs::read_to_string(dir.join("broker.log")).unwrap();
+    let warned = log
+        .lines()
+        .position(|l| l.contains("has not consumed yet") && l.contains("chaos-lagging"));
+    let first_delete = log
+        .lines()
+        .position(|l| l.contains("deleted CommitLog file"));
+    let deleted = log
+        .lines()
+        .filter(|l| l.contains("deleted CommitLog file"))
+        .count();
+    let figure = format!(
+        "{mib} MiB disk, {:.1}x written in {:.0} s ({} files deleted): disk use max {:.2} end {:.2}, \
+         {} refusals ({late} in the last {} s), {} acknowledged, {in_queues} in the queues, \
+         lagging group warned first: {}",
+        total_written as f64 / (mib << 20) as f64,
+        took.as_secs_f64(),
+        deleted,
+        max_used,
+        end_used,
+        refusals.len(),
+        last_window.as_secs(),
+        acked.load(Ordering::Relaxed),
+        matches!((warned, first_delete), (Some(w), Some(d)) if w < d),
+    );
+    let pass = total_written >= target
+        && end_used < 0.90
+        && max_used < 0.97
+        && late == 0
+        && in_queues >= acked.load(Ordering::Relaxed) as i64
+        && matches!((warned, first_delete), (Some(w), Some(d)) if w < d);
+    println!(
+        "chaos: retention | {figure} | {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    assert!(pass, "{figure}; refusals: {:?}", refusals.last());
+    client.close_all().await;
+    drop(broker);
+}
