@@ -201,7 +201,8 @@ const LOG_TAIL_LINES: usize = 40;
 /// server: remoting on `port`, name server on `ns_port`, store and log
 /// (`broker.log`, appended to, so that a restart keeps one log) under `dir`,
 /// metrics and gRPC on no fixed port, 64 MiB CommitLog files, then `sets`
-/// (`key=value`). Waits (up to 20 s) until the port accepts connections.
+/// (`key=value`), with the environment variables `envs` set (after the
+/// `SLUICE_*` ones were removed). Waits (up to 20 s) until the port accepts connections.
 /// The suite's own `SLUICE_*` variables are removed from the broker's
 /// environment, since the broker refuses keys it does not know. The
 /// process is killed when the returned [`Proc`] is dropped, and the tail of
@@ -215,9 +216,14 @@ pub fn spawn_broker(
     port: u16,
     ns_port: u16,
     sets: &[String],
+    envs: &[(String, String)],
 ) -> Result<Proc> {
-    let mut broker = Launch::new("broker", bin, dir.join("broker.log"))
-        .env_remove_prefixed("SLUICE_")
+    let mut launch =
+        Launch::new("broker", bin, dir.join("broker.log")).env_remove_prefixed("SLUICE_");
+    for (key, value) in envs {
+        launch = launch.env(key, value);
+    }
+    let mut broker = launch
         .append_log()
         .tail_on_panic(LOG_TAIL_LINES)
         .args(["-p", &port.to_string(), "--store-dir"])
@@ -245,6 +251,7 @@ pub struct OwnBroker {
     port: u16,
     ns_port: u16,
     sets: Vec<String>,
+    envs: Vec<(String, String)>,
     /// Remoting address, `127.0.0.1:port`.
     pub addr: String,
     /// Its embedded name server, `127.0.0.1:port`.
@@ -273,19 +280,38 @@ impl OwnBroker {
     /// # Errors
     /// When the suite runs without the binary or the broker does not start.
     pub fn start_at(env: &E2eEnv, dir: PathBuf, sets: &[&str]) -> Result<Self> {
+        Self::start_with_env(env, dir, sets, &[])
+    }
+
+    /// Starts the e2e broker binary with `sets` in `dir`, with the
+    /// environment variables `envs` set (also on every restart).
+    ///
+    /// # Errors
+    /// When the suite runs without the binary or the broker does not start.
+    pub fn start_with_env(
+        env: &E2eEnv,
+        dir: PathBuf,
+        sets: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<Self> {
         let bin = env
             .broker_bin
             .clone()
             .context("SLUICE_E2E_BROKER_A_BIN not set")?;
         let (port, ns_port) = (free_port()?, free_port()?);
         let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
-        let proc = spawn_broker(&bin, &dir, port, ns_port, &sets)?;
+        let envs: Vec<(String, String)> = envs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let proc = spawn_broker(&bin, &dir, port, ns_port, &sets, &envs)?;
         Ok(Self {
             proc,
             bin,
             port,
             ns_port,
             sets,
+            envs,
             addr: loopback(port),
             namesrv: loopback(ns_port),
             dir,
@@ -340,8 +366,24 @@ impl OwnBroker {
     /// # Errors
     /// When it does not start again.
     pub fn restart(&mut self) -> Result<()> {
-        self.proc = spawn_broker(&self.bin, &self.dir, self.port, self.ns_port, &self.sets)?;
+        self.proc = spawn_broker(
+            &self.bin,
+            &self.dir,
+            self.port,
+            self.ns_port,
+            &self.sets,
+            &self.envs,
+        )?;
         Ok(())
+    }
+
+    /// Kills the broker with SIGKILL and waits until it is gone; start it
+    /// again with [`OwnBroker::restart`].
+    ///
+    /// # Errors
+    /// When the process cannot be killed.
+    pub fn kill(&mut self) -> Result<()> {
+        self.proc.kill().context("kill -9 the broker")
     }
 
     /// Kills the broker with SIGKILL and starts it again on the same store,
@@ -351,7 +393,14 @@ impl OwnBroker {
     /// When the process cannot be killed or does not start again.
     pub fn kill_and_restart(&mut self) -> Result<()> {
         self.proc.kill().context("kill -9 the broker")?;
-        self.proc = spawn_broker(&self.bin, &self.dir, self.port, self.ns_port, &self.sets)?;
+        self.proc = spawn_broker(
+            &self.bin,
+            &self.dir,
+            self.port,
+            self.ns_port,
+            &self.sets,
+            &self.envs,
+        )?;
         Ok(())
     }
 }

@@ -56,6 +56,7 @@ fn start_broker(bin: &Path, dir: &Path, port: u16, ns_port: u16, flush: &str) ->
             format!("flushDiskType={flush}"),
             format!("flushConsumerOffsetInterval={OFFSET_FLUSH_MS}"),
         ],
+        &[],
     )
     .unwrap()
 }

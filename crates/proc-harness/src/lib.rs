@@ -109,6 +109,13 @@ impl Launch {
         self
     }
 
+    /// Sets one environment variable of the child.
+    #[must_use]
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.command.env(key, value);
+        self
+    }
+
     /// Removes every variable of this process's environment whose name
     /// starts with `prefix` from the child's (a broker refuses `SLUICE_*`
     /// keys it does not know).

@@ -4,7 +4,7 @@
 //! with SIGKILL keeps its writes in the page cache; a power cut keeps only
 //! what was synced, and this is how the tests get the second from the first.
 //!
-//! When the environment variable `SLUICE_SYNC_LOG` names a file, the store
+//! When the environment variable `STORE_SYNC_LOG` names a file, the store
 //! appends one line to it after each sync has returned (tab-separated, the
 //! path last):
 //! - `create <path>`: a mapped file was created; none of it is durable yet.
@@ -30,7 +30,7 @@ use std::{
 use crate::mmap::OS_PAGE_SIZE;
 
 /// The environment variable that turns recording on.
-pub const SYNC_LOG_ENV: &str = "SLUICE_SYNC_LOG";
+pub const SYNC_LOG_ENV: &str = "STORE_SYNC_LOG";
 
 fn log_file() -> Option<&'static File> {
     static LOG: OnceLock<Option<File>> = OnceLock::new();

@@ -35,6 +35,7 @@ use tokio::io::AsyncWriteExt;
 
 mod hostile;
 mod kill;
+mod power_loss;
 mod retention;
 mod slow_reader;
 
@@ -106,6 +107,32 @@ async fn admin(client: &RemotingClient, addr: &str, req: RemotingCommand) -> Rem
         .invoke(addr, req, Duration::from_secs(5))
         .await
         .unwrap()
+}
+
+/// Creates `topic` with `queues` read and write queues.
+async fn create_topic(client: &RemotingClient, addr: &str, topic: &str, queues: i32) {
+    let created = admin(
+        client,
+        addr,
+        RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &CreateTopicRequestHeader {
+                topic: topic.into(),
+                default_topic: AUTO_CREATE_TOPIC.into(),
+                read_queue_nums: queues,
+                write_queue_nums: queues,
+                perm: 6,
+                topic_filter_type: TopicFilterType::SingleTag,
+                ..CreateTopicRequestHeader::default()
+            },
+        ),
+    )
+    .await;
+    assert_eq!(
+        created.response_code(),
+        ResponseCode::SUCCESS,
+        "create {topic}"
+    );
 }
 
 /// The end offset (message count) of one queue.

@@ -39,24 +39,7 @@ async fn retention_on_a_small_disk() {
     let topic = unique("Retained");
     let queues = 4;
     let client = RemotingClient::new(ClientOptions::default());
-    let created = admin(
-        &client,
-        &broker.addr,
-        RemotingCommand::request_with_header(
-            RequestCode::UPDATE_AND_CREATE_TOPIC,
-            &CreateTopicRequestHeader {
-                topic: topic.clone(),
-                default_topic: AUTO_CREATE_TOPIC.into(),
-                read_queue_nums: queues,
-                write_queue_nums: queues,
-                perm: 6,
-                topic_filter_type: TopicFilterType::SingleTag,
-                ..CreateTopicRequestHeader::default()
-            },
-        ),
-    )
-    .await;
-    assert_eq!(created.response_code(), ResponseCode::SUCCESS);
+    create_topic(&client, &broker.addr, &topic, queues).await;
     for queue_id in 0..queues {
         let committed = admin(
             &client,
