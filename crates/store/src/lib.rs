@@ -56,5 +56,7 @@ pub use group_commit::{FlushTicket, GroupCommitStats};
 pub use message_model::MessageToStore;
 pub use mmap::flush_calls;
 pub use retention::{Expiring, RetentionListener, RetentionStats};
-pub use store::{GetResult, GetStatus, MessageStore, PutOutcome, PutStatus, ReadCaps};
+pub use store::{
+    GetResult, GetStatus, MessageStore, PutOutcome, PutStatus, ReadCaps, MAX_FILTER_SCAN_BYTES,
+};
 pub use sync_log::{cut_power, PowerCut, SYNC_LOG_ENV};

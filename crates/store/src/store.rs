@@ -21,7 +21,7 @@ use crate::{
     checkpoint::Checkpoint,
     commit_log::AppendResult,
     config::{FlushDiskType, StoreConfig},
-    consume_queue::CqEntry,
+    consume_queue::{CqEntry, ENTRY_SIZE},
     dispatch::ArrivalListener,
     error::{PutError, StoreError},
     group_commit::{FlushTicket, GroupCommitStats},
@@ -85,6 +85,12 @@ pub struct GetResult {
     /// The queue's end offset.
     pub max_offset: i64,
 }
+
+/// The most ConsumeQueue bytes one read looks at for a tag filter to match
+/// (RocketMQ's 16000, that is 800 entries, or the read's message count when
+/// larger): a filter that matches nothing on a long queue costs each read
+/// this much, and the reader moves on by `next_begin_offset`.
+pub const MAX_FILTER_SCAN_BYTES: usize = 16_000;
 
 /// How much one read of a queue returns: RocketMQ's caps for messages
 /// still in memory and for messages on disk.
@@ -298,7 +304,12 @@ impl MessageStore {
         let mut next = offset;
         let mut missing = false;
         let end = self.inner.commit_log.files().max_offset();
-        while next < max && messages.len() < caps.count_in_memory.max(1) {
+        // However many entries a tag filter skips, one read looks at a
+        // bounded number; the reader resumes from `next_begin_offset`.
+        let scan_limit = (MAX_FILTER_SCAN_BYTES / ENTRY_SIZE).max(caps.count_in_memory);
+        let mut scanned = 0;
+        while next < max && messages.len() < caps.count_in_memory.max(1) && scanned < scan_limit {
+            scanned += 1;
             let Some(entry) = cq.get(next) else { break };
             if filter.is_some_and(|f| !f(entry.tags_code)) {
                 next += 1;

@@ -89,6 +89,35 @@ fn tag_filter_and_byte_limit_apply() {
 }
 
 #[test]
+fn a_filter_that_matches_nothing_scans_a_bounded_stretch_per_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    let total = 2000;
+    for i in 0..total {
+        store.put_message(&message("N", 0, i, 10)).unwrap();
+    }
+    wait_until("dispatch", Duration::from_secs(5), || {
+        store.max_offset_in_queue("N", 0) == total as i64
+    });
+    let nothing = |_: i64| false;
+    let per_read = (store::MAX_FILTER_SCAN_BYTES / 20) as i64;
+    let got = store.get_messages("N", 0, 0, 32, 1 << 20, Some(&nothing));
+    assert_eq!(got.status, GetStatus::NoMatchedMessage);
+    assert_eq!(got.next_begin_offset, per_read);
+    // A read that resumes there moves on by the same stretch, to the end.
+    let next = store.get_messages("N", 0, per_read, 32, 1 << 20, Some(&nothing));
+    assert_eq!(next.next_begin_offset, 2 * per_read);
+    let last = store.get_messages("N", 0, 2 * per_read, 32, 1 << 20, Some(&nothing));
+    assert_eq!(last.next_begin_offset, total as i64);
+    // A message that matches beyond the first stretch is found by resuming.
+    let tag1 = message_model::tag_hash("tag1");
+    let late = |code: i64| code == tag1;
+    let from = per_read + 1;
+    let found = store.get_messages("N", 0, from, 1, 1 << 20, Some(&late));
+    assert_eq!(found.status, GetStatus::Found);
+}
+
+#[test]
 fn reads_reaching_messages_no_longer_in_memory_use_the_on_disk_caps() {
     let dir = tempfile::tempdir().unwrap();
     let store = MessageStore::open(config(dir.path())).unwrap();

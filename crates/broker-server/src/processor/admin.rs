@@ -221,6 +221,7 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
             q.head_wait(now).map_or(0, |d| d.as_millis()).to_string(),
         );
     }
+    put("pullHoldRequests", state.pull_hold.len().to_string());
     put(
         "commitLogMaxOffset",
         state.store.max_physical_offset().to_string(),
