@@ -60,6 +60,8 @@ pub struct TopicManager {
     version: Mutex<DataVersion>,
     /// Serialises writes of the file, so the last change is what is on disk.
     write: Mutex<()>,
+    /// Serialises the limit check and insert of a new topic.
+    admit: Mutex<()>,
     /// Most topics, system topics aside.
     max_topics: usize,
     path: PathBuf,
@@ -82,6 +84,7 @@ impl TopicManager {
             topics: wrapper.topic_config_table.into_iter().collect(),
             version: Mutex::new(wrapper.data_version),
             write: Mutex::new(()),
+            admit: Mutex::new(()),
             max_topics: usize::MAX,
             path,
         };
@@ -120,25 +123,33 @@ impl TopicManager {
     /// The table cannot be written, or a new topic would pass the limit
     /// (`QuotaExceeded`, naming it).
     pub fn put(&self, config: TopicConfig) -> std::io::Result<bool> {
-        let existing = self.get(&config.topic_name);
-        if existing.as_ref() == Some(&config) {
-            return Ok(false);
-        }
-        if existing.is_none()
-            && !is_system_topic(&config.topic_name)
-            && self.topics.len() >= self.max_topics
         {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::QuotaExceeded,
-                format!(
-                    "the broker has {} topics; topicMaxCount is {}: delete unused topics or raise the limit",
-                    self.topics.len(),
-                    self.max_topics
-                ),
-            ));
+            // One check and insert at a time, so that concurrent creations
+            // cannot pass the limit together.
+            let _admit = self.admit.lock().unwrap_or_else(PoisonError::into_inner);
+            let existing = self.get(&config.topic_name);
+            if existing.as_ref() == Some(&config) {
+                return Ok(false);
+            }
+            if existing.is_none() && !is_system_topic(&config.topic_name) {
+                let user_topics = self
+                    .topics
+                    .iter()
+                    .filter(|e| !is_system_topic(e.key()))
+                    .count();
+                if user_topics >= self.max_topics {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::QuotaExceeded,
+                        format!(
+                            "the broker has {user_topics} topics; topicMaxCount is {}: delete unused topics or raise the limit",
+                            self.max_topics
+                        ),
+                    ));
+                }
+            }
+            tracing::info!(topic = %config.topic_name, read = config.read_queue_nums, write = config.write_queue_nums, perm = config.perm, "topic created or updated");
+            self.topics.insert(config.topic_name.clone(), config);
         }
-        tracing::info!(topic = %config.topic_name, read = config.read_queue_nums, write = config.write_queue_nums, perm = config.perm, "topic created or updated");
-        self.topics.insert(config.topic_name.clone(), config);
         self.bump_and_persist()?;
         Ok(true)
     }
@@ -318,17 +329,61 @@ mod tests {
         let topics = TopicManager::load(dir.path(), true, 8)
             .unwrap()
             .with_limit(2);
-        // TBW102 is one; one more fits.
-        assert!(topics
-            .get_or_create_for_send("A", AUTO_CREATE_TOPIC, 4, true)
-            .is_ok());
+        // TBW102 does not count: two topics of the broker's users fit.
+        topics.ensure_schedule_topic(18).unwrap();
+        for topic in ["A", "B"] {
+            assert!(topics
+                .get_or_create_for_send(topic, AUTO_CREATE_TOPIC, 4, true)
+                .is_ok());
+        }
         let err = topics
-            .get_or_create_for_send("B", AUTO_CREATE_TOPIC, 4, true)
+            .get_or_create_for_send("C", AUTO_CREATE_TOPIC, 4, true)
             .unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::QuotaExceeded);
-        assert!(err.to_string().contains("topicMaxCount is 2"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("the broker has 2 topics; topicMaxCount is 2"),
+            "{err}"
+        );
         // System topics and updates of existing ones still go through.
         topics.ensure_schedule_topic(18).unwrap();
         assert!(topics.ensure_group_topic("A", 8).is_ok());
+    }
+
+    #[test]
+    fn concurrent_creations_stop_exactly_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = std::sync::Arc::new(
+            TopicManager::load(dir.path(), true, 8)
+                .unwrap()
+                .with_limit(20),
+        );
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let topics = std::sync::Arc::clone(&topics);
+                std::thread::spawn(move || {
+                    (0..15)
+                        .filter(|i| {
+                            topics
+                                .get_or_create_for_send(
+                                    &format!("T{t}-{i}"),
+                                    AUTO_CREATE_TOPIC,
+                                    1,
+                                    true,
+                                )
+                                .is_ok()
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        let created: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(created, 20);
+        let reloaded = TopicManager::load(dir.path(), true, 8).unwrap();
+        assert_eq!(
+            reloaded.wrapper().topic_config_table.len(),
+            21,
+            "20 and TBW102"
+        );
     }
 }

@@ -33,6 +33,7 @@ use remoting_protocol::{
 };
 use tokio::io::AsyncWriteExt;
 
+mod abuse;
 mod hostile;
 mod kill;
 mod power_loss;
