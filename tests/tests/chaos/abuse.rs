@@ -222,9 +222,9 @@ enum Listener {
 }
 
 /// Asks a connection for one answer in the listener's own protocol:
-/// `true` when it answered, `false` when the server closed it (or nothing
-/// came within 10 s).
-async fn answers(mut s: TcpStream, listener: Listener) -> bool {
+/// whether it answered (not when the server closed it, or nothing came
+/// within 10 s), and the connection, kept open by the caller.
+async fn answers(mut s: TcpStream, listener: Listener) -> (bool, TcpStream) {
     let request: Vec<u8> = match listener {
         Listener::Remoting => {
             let mut b = bytes::BytesMut::new();
@@ -242,17 +242,29 @@ async fn answers(mut s: TcpStream, listener: Listener) -> bool {
         Listener::Metrics => b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n".to_vec(),
     };
     if s.write_all(&request).await.is_err() {
-        return false;
+        return (false, s);
     }
     let mut buf = [0u8; 16];
-    match tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut buf[..9])).await {
-        Ok(Ok(_)) => match listener {
-            Listener::Remoting => true,
-            Listener::Grpc => buf[3] == 4,
-            Listener::Metrics => buf.starts_with(b"HTTP/1.1 "),
-        },
-        _ => false,
-    }
+    let answered =
+        match tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut buf[..9])).await {
+            Ok(Ok(_)) => match listener {
+                Listener::Remoting => true,
+                Listener::Grpc => buf[3] == 4,
+                Listener::Metrics => buf.starts_with(b"HTTP/1.1 "),
+            },
+            _ => false,
+        };
+    (answered, s)
+}
+
+/// Whether the server closes a connection (within 10 s) without having
+/// been sent anything.
+async fn closed_by_server(mut s: TcpStream) -> bool {
+    let mut buf = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
 }
 
 /// Connection floods: from one address, three times its share of
@@ -291,24 +303,40 @@ async fn connection_floods_are_held_to_each_address_share() {
         for _ in 0..3 * share {
             flood.push(connect_from("127.0.0.2", addr).await.unwrap());
         }
+        // The listener accepts in order: the first `share` connections are
+        // kept, every later one is closed. Once the later ones are seen
+        // closed, every connection was accepted, and the first ones are
+        // asked for an answer (and kept open until all have answered).
+        let later = flood.split_off(share);
+        let closings: Vec<_> = later
+            .into_iter()
+            .map(|s| tokio::spawn(closed_by_server(s)))
+            .collect();
+        let mut closed = 0;
+        for c in closings {
+            closed += usize::from(c.await.unwrap());
+        }
         let probes: Vec<_> = flood
             .into_iter()
             .map(|s| tokio::spawn(answers(s, *listener)))
             .collect();
         let mut served = 0;
+        let mut kept = Vec::new();
         for p in probes {
-            served += usize::from(p.await.unwrap());
+            let (answered, s) = p.await.unwrap();
+            served += usize::from(answered);
+            kept.push(s);
         }
         peak = peak.max(rss(broker.pid()));
-        let other = answers(connect_from("127.0.0.1", addr).await.unwrap(), *listener).await;
+        let (other, _) = answers(connect_from("127.0.0.1", addr).await.unwrap(), *listener).await;
         lines.push(format!(
-            "{listener:?} served {served} of {}, another address {}",
-            3 * share,
+            "{listener:?} served {served} of the first {share}, closed {closed} of the other {}, \
+             another address {}",
+            2 * share,
             if other { "served" } else { "REFUSED" }
         ));
-        // Metrics connections serve one request each, so every one of the
-        // share answers; the others never get to ask.
-        pass &= served == share && other;
+        pass &= served == share && closed == 2 * share && other;
+        drop(kept);
     }
     let grown = peak.saturating_sub(rss_before);
     let figure = format!(
