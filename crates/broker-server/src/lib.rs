@@ -176,6 +176,8 @@ impl Broker {
             }
             let ns_config = name_server::NamesrvConfig {
                 listen_port: local.port(),
+                max_connections: b.max_connections,
+                max_connections_per_address: b.max_connections_per_address,
                 ..name_server::NamesrvConfig::default()
             };
             tasks.push(tokio::spawn(name_server::run(

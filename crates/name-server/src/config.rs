@@ -44,6 +44,12 @@ pub struct NamesrvConfig {
     /// its next full registration (at most 30 s by default). Turn it on only
     /// when every broker always registers its whole topic table.
     pub delete_topic_with_broker_registration: bool,
+    /// Most client connections open at once; further peers wait in the
+    /// listen backlog. Default 10000; at least 1.
+    pub max_connections: usize,
+    /// Most connections open at once from one IP address; a further one is
+    /// closed as soon as it is accepted. Default 1000; at least 1.
+    pub max_connections_per_address: usize,
 }
 
 impl Default for NamesrvConfig {
@@ -53,6 +59,8 @@ impl Default for NamesrvConfig {
             scan_not_active_broker_interval: 5000,
             broker_channel_expired_time: 120_000,
             delete_topic_with_broker_registration: false,
+            max_connections: 10_000,
+            max_connections_per_address: 1_000,
         }
     }
 }
@@ -85,6 +93,18 @@ impl NamesrvConfig {
             1,
             86_400_000,
         )?;
+        for (key, value) in [
+            ("maxConnections", self.max_connections),
+            ("maxConnectionsPerAddress", self.max_connections_per_address),
+        ] {
+            if value == 0 {
+                return Err(ConfigError {
+                    key,
+                    value: value.to_string(),
+                    allowed: "at least 1 (connections)".into(),
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -111,7 +131,16 @@ mod tests {
         assert_eq!(c.scan_interval(), Duration::from_secs(5));
         assert_eq!(c.broker_expiry(), Duration::from_secs(120));
         assert!(!c.delete_topic_with_broker_registration);
+        assert_eq!(
+            (c.max_connections, c.max_connections_per_address),
+            (10_000, 1_000)
+        );
         c.validate().unwrap();
+        let none = NamesrvConfig {
+            max_connections_per_address: 0,
+            ..NamesrvConfig::default()
+        };
+        assert_eq!(none.validate().unwrap_err().key, "maxConnectionsPerAddress");
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub async fn run(listener: TcpListener, config: NamesrvConfig, shutdown: Cancell
     };
     let options = ServerOptions {
         idle_timeout: Some(Duration::from_secs(120)),
+        max_connections: config.max_connections,
+        max_connections_per_address: config.max_connections_per_address,
         ..ServerOptions::default()
     };
     serve(listener, handler, options, shutdown).await;

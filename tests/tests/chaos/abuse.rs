@@ -268,7 +268,8 @@ async fn closed_by_server(mut s: TcpStream) -> bool {
 }
 
 /// Connection floods: from one address, three times its share of
-/// connections on each listener (remoting, gRPC, metrics). Passes when
+/// connections on each listener (remoting, gRPC, metrics, the embedded name
+/// server). Passes when
 /// exactly the share is served on each and the rest are closed, another
 /// address is served on every listener meanwhile, and the broker grows by
 /// less than 64 MiB.
@@ -291,14 +292,19 @@ async fn connection_floods_are_held_to_each_address_share() {
     let broker = OwnBroker::start(&env, "conn-flood", &sets).unwrap();
     let rss_before = rss(broker.pid());
     let listeners = [
-        (Listener::Remoting, broker.addr.clone()),
-        (Listener::Grpc, format!("127.0.0.1:{grpc_port}")),
-        (Listener::Metrics, format!("127.0.0.1:{metrics_port}")),
+        ("remoting", Listener::Remoting, broker.addr.clone()),
+        ("gRPC", Listener::Grpc, format!("127.0.0.1:{grpc_port}")),
+        (
+            "metrics",
+            Listener::Metrics,
+            format!("127.0.0.1:{metrics_port}"),
+        ),
+        ("name server", Listener::Remoting, broker.namesrv.clone()),
     ];
     let mut lines = Vec::new();
     let mut pass = true;
     let mut peak = 0;
-    for (listener, addr) in &listeners {
+    for (name, listener, addr) in &listeners {
         let mut flood = Vec::new();
         for _ in 0..3 * share {
             flood.push(connect_from("127.0.0.2", addr).await.unwrap());
@@ -330,7 +336,7 @@ async fn connection_floods_are_held_to_each_address_share() {
         peak = peak.max(rss(broker.pid()));
         let (other, _) = answers(connect_from("127.0.0.1", addr).await.unwrap(), *listener).await;
         lines.push(format!(
-            "{listener:?} served {served} of the first {share}, closed {closed} of the other {}, \
+            "{name} served {served} of the first {share}, closed {closed} of the other {}, \
              another address {}",
             2 * share,
             if other { "served" } else { "REFUSED" }
