@@ -34,10 +34,12 @@ use remoting_protocol::{
 use tokio::io::AsyncWriteExt;
 
 mod abuse;
+mod disk_full;
 mod hostile;
 mod kill;
 mod power_loss;
 mod retention;
+mod senders;
 mod slow_reader;
 
 /// The suite's settings, or `None` when it runs outside `cargo xtask chaos`.
@@ -75,8 +77,25 @@ impl Tmpfs {
         ok.then(|| Self(dir.to_path_buf()))
     }
 
+    /// Free bytes.
+    fn free(&self) -> u64 {
+        self.df()[1] as u64
+    }
+
+    /// Size in bytes.
+    fn total(&self) -> u64 {
+        let [used, avail] = self.df();
+        (used + avail) as u64
+    }
+
     /// Used fraction, as `df` counts it.
     fn used(&self) -> f64 {
+        let [used, avail] = self.df();
+        used / (used + avail).max(1.0)
+    }
+
+    /// Used and available bytes, as `df` counts them.
+    fn df(&self) -> [f64; 2] {
         let out = Command::new("df")
             .args(["--output=used,avail", "-B1"])
             .arg(&self.0)
@@ -91,7 +110,7 @@ impl Tmpfs {
             .filter_map(|n| n.parse().ok())
             .collect();
         match numbers[..] {
-            [used, avail] if used + avail > 0.0 => used / (used + avail),
+            [used, avail] if used + avail > 0.0 => [used, avail],
             _ => panic!("df {}: {text}", self.0.display()),
         }
     }

@@ -5,29 +5,10 @@
 //! unsynced pages as a kernel's writeback might), and the broker starts
 //! again on what is left.
 
-use std::collections::HashMap;
-
-use consumer_client::{ConsumerConfig, MessageQueue, PullConsumer, PullStatus};
-
-use super::*;
-
-/// One acknowledged send, and when its answer came.
-#[derive(Debug, Clone)]
-struct Ack {
-    index: u64,
-    queue_id: u32,
-    queue_offset: u64,
-    at: Instant,
-}
-
-fn body(i: u64) -> Vec<u8> {
-    format!("power-{i:012}-").repeat(40).into_bytes()
-}
-
-/// The index a body carries.
-fn index_of(body: &[u8]) -> Option<u64> {
-    std::str::from_utf8(body.get(6..18)?).ok()?.parse().ok()
-}
+use super::{
+    senders::{holds, read_queues, Ack, Senders},
+    *,
+};
 
 /// Sends from 8 tasks for `run_for`, then kills the broker; the acks, the
 /// instant of the kill and the next unused index.
@@ -37,106 +18,12 @@ async fn send_then_kill(
     first_index: u64,
     run_for: Duration,
 ) -> (Vec<Ack>, Instant, u64) {
-    let mut config = ProducerConfig::with_namesrv(&broker.namesrv);
-    config.retry_times_when_send_failed = 0;
-    let producer = Arc::new(Producer::start(config).await.unwrap());
-    let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
-    let next = Arc::new(AtomicU64::new(first_index));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let (producer, acks, next, stop, topic) = (
-            Arc::clone(&producer),
-            Arc::clone(&acks),
-            Arc::clone(&next),
-            Arc::clone(&stop),
-            topic.to_owned(),
-        );
-        tasks.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                match producer.send(Message::new(topic.as_str(), body(i))).await {
-                    Ok(r) => acks.lock().unwrap().push(Ack {
-                        index: i,
-                        queue_id: r.message_queue.queue_id,
-                        queue_offset: r.queue_offset,
-                        at: Instant::now(),
-                    }),
-                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                }
-            }
-        }));
-    }
+    let senders = Senders::start(&broker.namesrv, topic, first_index, 8).await;
     tokio::time::sleep(run_for).await;
     broker.kill().unwrap();
     let killed = Instant::now();
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(30), t)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-    producer.shutdown().await;
-    let acks = acks.lock().unwrap().clone();
-    (acks, killed, next.load(Ordering::Relaxed))
-}
-
-/// Reads every queue of `topic` whole: per queue id, the index each offset
-/// holds. Panics when a queue has a gap or a message that is not one of the
-/// case's bodies.
-async fn read_queues(broker: &OwnBroker, topic: &str, queues: u32) -> HashMap<u32, Vec<u64>> {
-    let consumer =
-        PullConsumer::start(ConsumerConfig::new(&broker.namesrv, unique("power-check-")))
-            .await
-            .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let broker_name = loop {
-        if let Ok(routes) = consumer.fetch_queues(topic).await {
-            if let Some(q) = routes.first() {
-                break q.broker_name.clone();
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no route for {topic} after the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let mut out = HashMap::new();
-    for queue_id in 0..queues {
-        let queue = MessageQueue {
-            topic: topic.to_owned(),
-            broker_name: broker_name.clone(),
-            queue_id,
-        };
-        let mut held = Vec::new();
-        for _ in 0..1_000_000 {
-            let got = consumer.pull(&queue, held.len() as u64, 32).await.unwrap();
-            if !matches!(got.status, PullStatus::Found) {
-                break;
-            }
-            for m in &got.messages {
-                assert_eq!(
-                    m.queue_offset,
-                    held.len() as u64,
-                    "queue {queue_id} has a gap"
-                );
-                let index = index_of(&m.body)
-                    .filter(|i| m.body == body(*i))
-                    .unwrap_or_else(|| {
-                        panic!(
-                            "queue {queue_id} offset {} holds a foreign body",
-                            m.queue_offset
-                        )
-                    });
-                held.push(index);
-            }
-        }
-        out.insert(queue_id, held);
-    }
-    consumer.shutdown().await;
-    out
+    let sent = senders.stop().await;
+    (sent.acks, killed, sent.next_index)
 }
 
 /// Power cuts under `flush`; returns the case's figure and whether it passed.
@@ -179,8 +66,8 @@ async fn power_cut_cycles(
         store::cut_power(&log, &mut || torn && fastrand::bool()).unwrap();
         std::fs::remove_file(&log).unwrap();
         broker.restart().unwrap();
-        let held = read_queues(&broker, &topic, queues).await;
-        let present = |a: &Ack| held[&a.queue_id].get(a.queue_offset as usize) == Some(&a.index);
+        let held = read_queues(&broker.namesrv, &topic, queues).await;
+        let present = |a: &Ack| holds(&held, a);
         // Earlier cycles' survivors must still be there.
         let gone_since = survivors.iter().filter(|a| !present(a)).count();
         assert_eq!(
