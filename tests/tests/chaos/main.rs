@@ -37,6 +37,7 @@ mod abuse;
 mod disk_full;
 mod hostile;
 mod kill;
+mod overload;
 mod power_loss;
 mod retention;
 mod senders;
@@ -174,10 +175,15 @@ async fn max_offset(client: &RemotingClient, addr: &str, topic: &str, queue_id: 
 
 /// Resident memory of a process in bytes.
 fn rss(pid: u32) -> u64 {
+    proc_status(pid, "VmRSS:")
+}
+
+/// A memory figure of `/proc/<pid>/status` (`VmRSS:`, `RssAnon:`), in bytes.
+fn proc_status(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         .unwrap()
         * 1024

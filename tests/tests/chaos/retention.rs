@@ -2,11 +2,35 @@
 
 use super::*;
 
+/// Files under `dir`, at any depth.
+fn files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => files_under(&e.path()),
+                Ok(_) => 1,
+                Err(_) => 0,
+            })
+            .sum()
+    })
+}
+
+/// Mappings of files under `dir` in process `pid`, deleted ones included.
+fn store_mappings(pid: u32, dir: &Path) -> usize {
+    let prefix = dir.to_string_lossy().into_owned();
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).map_or(0, |maps| {
+        maps.lines().filter(|l| l.contains(&prefix)).count()
+    })
+}
+
 /// Retention on a small filesystem: writing 2.5 times its size through the
 /// broker keeps disk use under the warning ratio, the last stretch of sends
 /// all succeed, nothing acknowledged is missing from the queues, and a
 /// consumer group that never consumed is warned about before the first
-/// file goes.
+/// file goes, and the counts of store files on disk and of their mappings
+/// in the broker level off (the second half of the run peaks no higher
+/// than the first, give or take one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_on_a_small_disk() {
     let Some(env) = chaos_env("retention") else {
@@ -100,10 +124,24 @@ async fn retention_on_a_small_disk() {
         }));
     }
     let mut max_used = 0.0f64;
+    // CommitLog and ConsumeQueue files on disk, and the broker's mappings
+    // of store files (deleted ones still mapped included), over time.
+    let mut counts: Vec<(usize, usize)> = Vec::new();
+    let store_dir = dir.join("store");
     while tasks.iter().any(|t| !t.is_finished()) {
         max_used = max_used.max(disk.used());
+        counts.push((
+            files_under(&store_dir),
+            store_mappings(broker.pid(), &store_dir),
+        ));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let (first_half, second_half) = counts.split_at(counts.len() / 2);
+    let peak = |part: &[(usize, usize)]| {
+        part.iter()
+            .fold((0, 0), |(f, m), (pf, pm)| (f.max(*pf), m.max(*pm)))
+    };
+    let (early, late_counts) = (peak(first_half), peak(second_half));
     for t in tasks {
         t.await.unwrap();
     }
@@ -138,7 +176,8 @@ async fn retention_on_a_small_disk() {
     let figure = format!(
         "{mib} MiB disk, {:.1}x written in {:.0} s ({} files deleted): disk use max {:.2} end {:.2}, \
          {} refusals ({late} in the last {} s), {} acknowledged, {in_queues} in the queues, \
-         lagging group warned first: {}",
+         lagging group warned first: {}; files on disk at most {} then {}, mappings at most \
+         {} then {} (first half, second half)",
         total_written as f64 / (mib << 20) as f64,
         took.as_secs_f64(),
         deleted,
@@ -148,12 +187,18 @@ async fn retention_on_a_small_disk() {
         last_window.as_secs(),
         acked.load(Ordering::Relaxed),
         matches!((warned, first_delete), (Some(w), Some(d)) if w < d),
+        early.0,
+        late_counts.0,
+        early.1,
+        late_counts.1,
     );
     let pass = total_written >= target
         && end_used < 0.90
         && max_used < 0.97
         && late == 0
         && in_queues >= acked.load(Ordering::Relaxed) as i64
+        && late_counts.0 <= early.0 + 1
+        && late_counts.1 <= early.1 + 1
         && matches!((warned, first_delete), (Some(w), Some(d)) if w < d);
     println!(
         "chaos: retention | {figure} | {}",
