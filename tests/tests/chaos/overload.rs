@@ -2,7 +2,8 @@
 
 use super::*;
 
-/// Runs the load tool against `addr` with `flags`; its JSON report.
+/// Starts the load tool against `addr` with `flags`, its JSON report on
+/// its standard output.
 fn load_tool(addr: &str, topic: &str, flags: &[String]) -> std::process::Child {
     let bin = std::env::var("SLUICE_CHAOS_BENCH_BIN").expect("SLUICE_CHAOS_BENCH_BIN");
     Command::new(bin)
@@ -20,6 +21,7 @@ fn load_tool(addr: &str, topic: &str, flags: &[String]) -> std::process::Child {
         ])
         .args(flags)
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap()
 }
