@@ -88,19 +88,7 @@ impl E2eEnv {
     pub async fn create_topic(&self, topic: &str, queues: i32) -> Result<()> {
         let client = RemotingClient::new(ClientOptions::default());
         for addr in &self.brokers {
-            let req = RemotingCommand::request_with_header(
-                RequestCode::UPDATE_AND_CREATE_TOPIC,
-                &CreateTopicRequestHeader {
-                    topic: topic.into(),
-                    default_topic: AUTO_CREATE_TOPIC.into(),
-                    read_queue_nums: queues,
-                    write_queue_nums: queues,
-                    perm: 6,
-                    topic_filter_type: TopicFilterType::SingleTag,
-                    order: false,
-                    ..CreateTopicRequestHeader::default()
-                },
-            );
+            let req = create_topic_request(topic, queues);
             let resp = client
                 .invoke(addr, req, Duration::from_secs(5))
                 .await
@@ -392,17 +380,27 @@ impl OwnBroker {
     /// # Errors
     /// When the process cannot be killed or does not start again.
     pub fn kill_and_restart(&mut self) -> Result<()> {
-        self.proc.kill().context("kill -9 the broker")?;
-        self.proc = spawn_broker(
-            &self.bin,
-            &self.dir,
-            self.port,
-            self.ns_port,
-            &self.sets,
-            &self.envs,
-        )?;
-        Ok(())
+        self.kill()?;
+        self.restart()
     }
+}
+
+/// An `UPDATE_AND_CREATE_TOPIC` request for `topic` with `queues` read and
+/// write queues, readable and writable, created from `TBW102`.
+pub fn create_topic_request(topic: &str, queues: i32) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::UPDATE_AND_CREATE_TOPIC,
+        &CreateTopicRequestHeader {
+            topic: topic.into(),
+            default_topic: AUTO_CREATE_TOPIC.into(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: 6,
+            topic_filter_type: TopicFilterType::SingleTag,
+            order: false,
+            ..CreateTopicRequestHeader::default()
+        },
+    )
 }
 
 /// A `SEND_MESSAGE_V2` request for queue 0 of `topic` (created from

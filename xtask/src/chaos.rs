@@ -1,8 +1,8 @@
-//! `cargo xtask chaos [--quick]`: the chaos suite (`tests/tests/chaos.rs`)
+//! `cargo xtask chaos [--quick]`: the chaos suite (`tests/tests/chaos/`)
 //! against real broker processes, each case pushing one limit and printing
 //! one line with its figure and PASS or FAIL; the lines are repeated as a
-//! table at the end. `--quick` is the short form CI runs (under three
-//! minutes); the full form writes more (about ten minutes).
+//! table at the end. `--quick` is the short form CI runs (about two
+//! minutes); the full form writes more and runs longer (about half an hour).
 //!
 //! Cases that need root (a small tmpfs as the broker's disk) say SKIP
 //! without it.

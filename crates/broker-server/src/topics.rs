@@ -3,7 +3,10 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::{Mutex, PoisonError},
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Mutex, PoisonError,
+    },
 };
 
 use dashmap::DashMap;
@@ -60,6 +63,8 @@ pub struct TopicManager {
     version: Mutex<DataVersion>,
     /// Serialises writes of the file, so the last change is what is on disk.
     write: Mutex<()>,
+    /// The change counter of the newest table written to the file.
+    persisted: AtomicI64,
     /// Serialises the limit check and insert of a new topic.
     admit: Mutex<()>,
     /// Most topics, system topics aside.
@@ -82,6 +87,7 @@ impl TopicManager {
         let wrapper: TopicConfigSerializeWrapper = persist::read_json(&path)?;
         let manager = Self {
             topics: wrapper.topic_config_table.into_iter().collect(),
+            persisted: AtomicI64::new(wrapper.data_version.counter),
             version: Mutex::new(wrapper.data_version),
             write: Mutex::new(()),
             admit: Mutex::new(()),
@@ -266,14 +272,31 @@ impl TopicManager {
         self.topics.is_empty()
     }
 
+    /// Counts a change already made to the table and returns once a file
+    /// holding it is on disk. Changes made while one write runs share the
+    /// next: each caller waits for the write lock, and returns at once when
+    /// a write that started after its change already covered it.
     fn bump_and_persist(&self) -> std::io::Result<()> {
-        let _write = self.write.lock().unwrap_or_else(PoisonError::into_inner);
-        {
+        let mine = {
             let mut v = self.version.lock().unwrap_or_else(PoisonError::into_inner);
             v.counter += 1;
             v.timestamp = message_model::now_ms();
+            v.counter
+        };
+        let _write = self.write.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.persisted.load(Ordering::Acquire) >= mine {
+            return Ok(());
         }
-        persist::write_atomically(&self.path, &body::to_json(&self.wrapper()))
+        // Every change counted up to `covers` was made to the table before
+        // it was counted, so the table read after this holds it.
+        let covers = self
+            .version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .counter;
+        persist::write_atomically(&self.path, &body::to_json(&self.wrapper()))?;
+        self.persisted.fetch_max(covers, Ordering::Release);
+        Ok(())
     }
 }
 

@@ -6,76 +6,12 @@
 
 mod common;
 
-use std::{
-    io::{BufRead, BufReader},
-    process::{Command, Stdio},
-    sync::mpsc,
-    thread,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
+use common::{write_and_kill, writer_body, WriterAck};
 use store::{GetStatus, MessageStore, StoreConfig};
 
-/// One acknowledged append as the writer printed it.
-#[derive(Debug, Clone, Copy)]
-struct Ack {
-    index: u64,
-    queue_id: i32,
-    queue_offset: i64,
-    physical_offset: u64,
-}
-
-fn body(i: u64) -> Vec<u8> {
-    let len = 200 + (i % 13) as usize * 61;
-    let mut b = i.to_be_bytes().to_vec();
-    b.extend((0..len).map(|j| (i as usize * 7 + j) as u8));
-    b
-}
-
-/// Runs the writer until it is killed after `kill_after`; returns its acks.
-fn write_and_kill(
-    dir: &std::path::Path,
-    topic: &str,
-    flush: &str,
-    kill_after: Duration,
-) -> Vec<Ack> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crash_writer"))
-        .args([dir.to_str().unwrap(), topic, flush, "2000000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let reader = thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let f: Vec<&str> = line.split(' ').collect();
-            if f.len() == 4 {
-                let _ = tx.send(Ack {
-                    index: f[0].parse().unwrap(),
-                    queue_id: f[1].parse().unwrap(),
-                    queue_offset: f[2].parse().unwrap(),
-                    physical_offset: f[3].parse().unwrap(),
-                });
-            }
-        }
-    });
-    // Wait for the first acknowledgement, then let it run a random while.
-    let first = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("writer acknowledged nothing");
-    thread::sleep(kill_after);
-    child.kill().unwrap();
-    let status = child.wait().unwrap();
-    assert!(!status.success(), "writer was killed, not finished");
-    reader.join().unwrap();
-    let mut acks = vec![first];
-    acks.extend(rx.try_iter());
-    acks
-}
-
-fn verify(store: &MessageStore, topic: &str, acks: &[Ack]) {
+fn verify(store: &MessageStore, topic: &str, acks: &[WriterAck]) {
     for ack in acks {
         let entry = store
             .queue_entry(topic, ack.queue_id, ack.queue_offset)
@@ -94,7 +30,7 @@ fn verify(store: &MessageStore, topic: &str, acks: &[Ack]) {
         assert_eq!(got.status, GetStatus::Found);
         assert_eq!(
             common::record_body(&got.messages[0]),
-            body(ack.index),
+            writer_body(ack.index),
             "message {}",
             ack.index
         );
@@ -109,11 +45,11 @@ fn crash_cycles(flush: &str, cycles: usize) {
         max_message_size: 64 * 1024,
         ..StoreConfig::with_root(dir.path())
     };
-    let mut history: Vec<(String, Vec<Ack>)> = Vec::new();
+    let mut history: Vec<(String, Vec<WriterAck>)> = Vec::new();
     for cycle in 0..cycles {
         let topic = format!("K{cycle}");
         let kill_after = Duration::from_millis(fastrand::u64(20..400));
-        let acks = write_and_kill(dir.path(), &topic, flush, kill_after);
+        let (acks, _) = write_and_kill(dir.path(), &topic, flush, kill_after, &[]);
         assert!(
             dir.path().join("abort").exists(),
             "a killed writer leaves the abort file"

@@ -15,32 +15,13 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Command, Stdio},
-    sync::mpsc,
     thread,
     time::{Duration, Instant},
 };
 
+use common::{write_and_kill, writer_body as body, WriterAck as Ack};
 use store::{cut_power, GetStatus, MessageStore, StoreConfig, SYNC_LOG_ENV};
-
-/// One acknowledged append as the writer printed it, and when.
-#[derive(Debug, Clone, Copy)]
-struct Ack {
-    index: u64,
-    queue_id: i32,
-    queue_offset: i64,
-    at: Instant,
-}
-
-/// The body of message `i`, as `crash_writer` makes it.
-fn body(i: u64) -> Vec<u8> {
-    let len = 200 + (i % 13) as usize * 61;
-    let mut b = i.to_be_bytes().to_vec();
-    b.extend((0..len).map(|j| (i as usize * 7 + j) as u8));
-    b
-}
 
 fn config(dir: &Path) -> StoreConfig {
     StoreConfig {
@@ -49,52 +30,6 @@ fn config(dir: &Path) -> StoreConfig {
         max_message_size: 64 * 1024,
         ..StoreConfig::with_root(dir)
     }
-}
-
-/// Runs the writer with a sync log until it is killed after `run_for`;
-/// returns its acks and the instant of the kill.
-fn write_and_kill(
-    dir: &Path,
-    log: &Path,
-    topic: &str,
-    flush: &str,
-    run_for: Duration,
-) -> (Vec<Ack>, Instant) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crash_writer"))
-        .args([dir.to_str().unwrap(), topic, flush, "5000000"])
-        .env(SYNC_LOG_ENV, log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let reader = thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let at = Instant::now();
-            let f: Vec<&str> = line.split(' ').collect();
-            if f.len() == 4 {
-                let _ = tx.send(Ack {
-                    index: f[0].parse().unwrap(),
-                    queue_id: f[1].parse().unwrap(),
-                    queue_offset: f[2].parse().unwrap(),
-                    at,
-                });
-            }
-        }
-    });
-    let first = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("writer acknowledged nothing");
-    thread::sleep(run_for);
-    child.kill().unwrap();
-    let killed = Instant::now();
-    assert!(!child.wait().unwrap().success(), "writer was killed");
-    reader.join().unwrap();
-    let mut acks = vec![first];
-    acks.extend(rx.try_iter());
-    (acks, killed)
 }
 
 /// Checks that queue `q` of `topic` holds messages `q, q + 4, q + 8, ...`
@@ -132,7 +67,8 @@ fn power_cut_cycles(flush: &str, cycles: usize) {
         let log = dir.path().join(format!("sync-{cycle}.log"));
         let torn = cycle % 2 == 1;
         let run_for = Duration::from_millis(fastrand::u64(100..1500));
-        let (acks, killed) = write_and_kill(dir.path(), &log, &topic, flush, run_for);
+        let (acks, killed) =
+            write_and_kill(dir.path(), &topic, flush, run_for, &[(SYNC_LOG_ENV, &log)]);
         let cut = cut_power(&log, &mut || torn && fastrand::bool()).unwrap();
         let store = MessageStore::open(config(dir.path())).unwrap();
         // Every queue of every topic so far is whole and in order.

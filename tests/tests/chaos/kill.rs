@@ -26,18 +26,7 @@ async fn acknowledged_topics_survive_kill_9_during_creation() {
                     break;
                 }
                 let topic = format!("Race-{t}-{i}");
-                let req = RemotingCommand::request_with_header(
-                    RequestCode::UPDATE_AND_CREATE_TOPIC,
-                    &CreateTopicRequestHeader {
-                        topic: topic.clone(),
-                        default_topic: AUTO_CREATE_TOPIC.into(),
-                        read_queue_nums: 4,
-                        write_queue_nums: 4,
-                        perm: 6,
-                        topic_filter_type: TopicFilterType::SingleTag,
-                        ..CreateTopicRequestHeader::default()
-                    },
-                );
+                let req = e2e_tests::create_topic_request(&topic, 4);
                 // After the kill, requests fail: that ends this client.
                 match client.invoke(&addr, req, Duration::from_secs(5)).await {
                     Ok(r) if r.response_code() == ResponseCode::SUCCESS => {

@@ -26,8 +26,8 @@ use producer_client::{Message, Producer, ProducerConfig};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     header::{
-        CreateTopicRequestHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader,
-        PullMessageRequestHeader, TopicFilterType, UpdateConsumerOffsetRequestHeader,
+        GetMaxOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+        UpdateConsumerOffsetRequestHeader,
     },
     RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
 };
@@ -132,23 +132,7 @@ async fn admin(client: &RemotingClient, addr: &str, req: RemotingCommand) -> Rem
 
 /// Creates `topic` with `queues` read and write queues.
 async fn create_topic(client: &RemotingClient, addr: &str, topic: &str, queues: i32) {
-    let created = admin(
-        client,
-        addr,
-        RemotingCommand::request_with_header(
-            RequestCode::UPDATE_AND_CREATE_TOPIC,
-            &CreateTopicRequestHeader {
-                topic: topic.into(),
-                default_topic: AUTO_CREATE_TOPIC.into(),
-                read_queue_nums: queues,
-                write_queue_nums: queues,
-                perm: 6,
-                topic_filter_type: TopicFilterType::SingleTag,
-                ..CreateTopicRequestHeader::default()
-            },
-        ),
-    )
-    .await;
+    let created = admin(client, addr, e2e_tests::create_topic_request(topic, queues)).await;
     assert_eq!(
         created.response_code(),
         ResponseCode::SUCCESS,

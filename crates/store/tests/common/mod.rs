@@ -78,3 +78,71 @@ impl Drop for Tmpfs {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+
+/// One append the `crash_writer` tool printed as acknowledged, and when
+/// this process read the line.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterAck {
+    pub index: u64,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub physical_offset: u64,
+    pub at: std::time::Instant,
+}
+
+/// The body of `crash_writer`'s message `i`.
+pub fn writer_body(i: u64) -> Vec<u8> {
+    let len = 200 + (i % 13) as usize * 61;
+    let mut b = i.to_be_bytes().to_vec();
+    b.extend((0..len).map(|j| (i as usize * 7 + j) as u8));
+    b
+}
+
+/// Runs `crash_writer` on `dir` (with the environment `envs`) until it is
+/// killed with SIGKILL `run_for` after its first acknowledgement; returns
+/// its acknowledgements and the instant of the kill.
+pub fn write_and_kill(
+    dir: &Path,
+    topic: &str,
+    flush: &str,
+    run_for: std::time::Duration,
+    envs: &[(&str, &Path)],
+) -> (Vec<WriterAck>, std::time::Instant) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crash_writer"))
+        .args([dir.to_str().unwrap(), topic, flush, "5000000"])
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let at = std::time::Instant::now();
+            let f: Vec<&str> = line.split(' ').collect();
+            if f.len() == 4 {
+                let _ = tx.send(WriterAck {
+                    index: f[0].parse().unwrap(),
+                    queue_id: f[1].parse().unwrap(),
+                    queue_offset: f[2].parse().unwrap(),
+                    physical_offset: f[3].parse().unwrap(),
+                    at,
+                });
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("writer acknowledged nothing");
+    std::thread::sleep(run_for);
+    child.kill().unwrap();
+    let killed = std::time::Instant::now();
+    assert!(!child.wait().unwrap().success(), "writer was killed");
+    reader.join().unwrap();
+    let mut acks = vec![first];
+    acks.extend(rx.try_iter());
+    (acks, killed)
+}
