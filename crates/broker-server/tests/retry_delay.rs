@@ -546,3 +546,47 @@ async fn timers_that_cannot_be_honoured_are_refused() {
     );
     off.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_max_message_size_is_refused_whole() {
+    let b = TestBroker::start(&[("maxMessageSize", "65536")]).await;
+    let batch = |n: usize| {
+        let entries: Vec<BatchEntry> = (0..n)
+            .map(|_| BatchEntry {
+                body: bytes::Bytes::from(vec![b'b'; 1024]),
+                flag: 0,
+                properties: String::new(),
+            })
+            .collect();
+        let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+            producer_group: "PG".into(),
+            topic: "Batched".into(),
+            default_topic: "TBW102".into(),
+            default_topic_queue_nums: 4,
+            queue_id: 0,
+            born_timestamp: 1,
+            batch: Some(true),
+            ..SendMessageRequestHeader::default()
+        });
+        RemotingCommand::request_with_header(RequestCode::SEND_BATCH_MESSAGE, &header)
+            .with_body(body::encode_batch(&entries).unwrap())
+    };
+    let big = b.invoke(batch(100)).await;
+    assert_eq!(big.response_code(), ResponseCode::MESSAGE_ILLEGAL);
+    assert!(
+        big.remark
+            .as_deref()
+            .unwrap()
+            .contains("maxMessageSize 65536"),
+        "{:?}",
+        big.remark
+    );
+    let fits = b.invoke(batch(40)).await;
+    assert_eq!(
+        fits.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        fits.remark
+    );
+    b.broker.shutdown().await;
+}

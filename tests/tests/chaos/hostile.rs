@@ -1,13 +1,24 @@
 //! Hostile requests.
 
+use remoting_protocol::body::BatchEntry;
+
 use super::*;
+
+/// `req` (a send) with its header's `sysFlag` (`f`) set to `sys_flag`.
+fn with_sys_flag(mut req: RemotingCommand, sys_flag: i32) -> RemotingCommand {
+    req.ext_fields.insert("f".into(), sys_flag.to_string());
+    req
+}
 
 /// Hostile requests, each answered with its own refusal while the broker
 /// keeps serving: out-of-range queue ids and offsets, a body past
 /// `maxMessageSize`, properties past 32 KiB, a pull for two billion
-/// messages, and a frame whose header claims more bytes than the frame
-/// holds (that connection is closed). Passes when every answer is the
-/// expected one and an ordinary send succeeds afterwards.
+/// messages, a zlib bomb (64 MiB of zeros compressed to 64 KiB), a batch
+/// of twice `maxMessageSize`, and frames that lie about their sizes (a
+/// header longer than its frame, a frame or a header of 1 GiB; each
+/// connection is closed). Passes when every answer is the expected one, the
+/// bomb reads back as stored without the broker growing by its inflated
+/// size, and an ordinary send succeeds afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_requests_get_their_refusals_and_harm_nothing_else() {
     let Some(env) = chaos_env("hostile payloads") else {
@@ -55,6 +66,49 @@ async fn hostile_requests_get_their_refusals_and_harm_nothing_else() {
             ResponseCode::SUCCESS,
         ),
     ];
+    // A zlib bomb: 64 MiB of zeros in about 64 KiB. The broker stores a
+    // compressed body as it came (as RocketMQ does) and inflates it only to
+    // deliver it through gRPC, then at most to `maxMessageSize`.
+    let bomb = message_model::compression::compress(&vec![0u8; 64 << 20]).unwrap();
+    let bomb_len = bomb.len();
+    let mut bomb_send = send_with(&topic, 0, bomb.to_vec(), "");
+    bomb_send = with_sys_flag(bomb_send, message_model::compression::ZLIB_SYS_FLAG);
+    // A batch of 2,000 entries of 1 KiB: twice `maxMessageSize` in all.
+    let entries: Vec<BatchEntry> = (0..2000)
+        .map(|_| BatchEntry {
+            flag: 0,
+            body: bytes::Bytes::from(vec![b'e'; 1024]),
+            properties: String::new(),
+        })
+        .collect();
+    let batch = RemotingCommand::request_with_header(
+        RequestCode::SEND_BATCH_MESSAGE,
+        &remoting_protocol::header::SendMessageRequestHeaderV2::from(
+            remoting_protocol::header::SendMessageRequestHeader {
+                producer_group: "chaos-hostile".into(),
+                topic: topic.clone(),
+                default_topic: AUTO_CREATE_TOPIC.into(),
+                default_topic_queue_nums: 4,
+                queue_id: 0,
+                born_timestamp: 1_700_000_000_000,
+                batch: Some(true),
+                ..remoting_protocol::header::SendMessageRequestHeader::default()
+            },
+        ),
+    )
+    .with_body(remoting_protocol::body::encode_batch(&entries).unwrap());
+    let rss_before = rss(broker.pid());
+    let mut cases = cases;
+    cases.push((
+        "zlib bomb (64 MiB of zeros)",
+        bomb_send,
+        ResponseCode::SUCCESS,
+    ));
+    cases.push((
+        "batch of twice maxMessageSize",
+        batch,
+        ResponseCode::MESSAGE_ILLEGAL,
+    ));
     let mut lines = Vec::new();
     let mut pass = true;
     for (name, req, want) in cases {
@@ -67,26 +121,42 @@ async fn hostile_requests_get_their_refusals_and_harm_nothing_else() {
             if good { "" } else { " (unexpected)" }
         ));
     }
-    // A frame whose header length exceeds the frame: that connection closes.
-    let mut raw = tokio::net::TcpStream::connect(&broker.addr).await.unwrap();
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&100i32.to_be_bytes());
-    frame.extend_from_slice(&1_000_000i32.to_be_bytes());
-    frame.extend_from_slice(&[b'{'; 96]);
-    raw.write_all(&frame).await.unwrap();
-    let mut buf = [0u8; 64];
-    let closed = matches!(
-        tokio::time::timeout(
-            Duration::from_secs(5),
-            tokio::io::AsyncReadExt::read(&mut raw, &mut buf)
-        )
-        .await,
-        Ok(Ok(0) | Err(_))
-    );
-    pass &= closed;
+    // The bomb reads back as stored, compressed, and nothing inflated it.
+    let bomb_back = admin(&client, &broker.addr, pull_from(&topic, 1, 1)).await;
+    let stored_as_sent = bomb_back.response_code() == ResponseCode::SUCCESS
+        && bomb_back.body.len() < bomb_len + 1024
+        && bomb_back.body.len() >= bomb_len;
+    let grown = rss(broker.pid()).saturating_sub(rss_before);
+    pass &= stored_as_sent && grown < 32 << 20;
     lines.push(format!(
-        "header longer than its frame: connection closed {closed}"
+        "zlib bomb read back as stored ({} KiB): {stored_as_sent}, broker grew {} MiB",
+        bomb_back.body.len() / 1024,
+        grown >> 20
     ));
+    // Frames that lie about their sizes: each closes its connection.
+    for (name, total, header) in [
+        ("header longer than its frame", 100i32, 1_000_000i32),
+        ("frame of 1 GiB", 1 << 30, 64),
+        ("header of 1 GiB", 1 << 30, 1 << 30),
+    ] {
+        let mut raw = tokio::net::TcpStream::connect(&broker.addr).await.unwrap();
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&total.to_be_bytes());
+        frame.extend_from_slice(&header.to_be_bytes());
+        frame.extend_from_slice(&[b'{'; 96]);
+        raw.write_all(&frame).await.unwrap();
+        let mut buf = [0u8; 64];
+        let closed = matches!(
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio::io::AsyncReadExt::read(&mut raw, &mut buf)
+            )
+            .await,
+            Ok(Ok(0) | Err(_))
+        );
+        pass &= closed;
+        lines.push(format!("{name}: connection closed {closed}"));
+    }
     let after = admin(
         &client,
         &broker.addr,

@@ -205,6 +205,17 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
     };
     let started = std::time::Instant::now();
     let (appended, uniq) = if header.is_batch() {
+        // As RocketMQ: the whole batch must fit where one message must.
+        if req.body.len() > cfg.store.max_message_size {
+            return Appended::Refused(req.response_to(
+                ResponseCode::MESSAGE_ILLEGAL,
+                Some(format!(
+                    "the batch body is {} bytes, more than maxMessageSize {}: send smaller batches",
+                    req.body.len(),
+                    cfg.store.max_message_size
+                )),
+            ));
+        }
         let entries = match body::decode_batch(&req.body) {
             Ok(e) if !e.is_empty() => e,
             Ok(_) => {
