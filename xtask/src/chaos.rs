@@ -2,7 +2,7 @@
 //! against real broker processes, each case pushing one limit and printing
 //! one line with its figure and PASS or FAIL; the lines are repeated as a
 //! table at the end. `--quick` is the short form CI runs (about two
-//! minutes); the full form writes more and runs longer (about half an hour).
+//! minutes); the full form writes more and runs longer (about 16 minutes).
 //!
 //! Cases that need root (a small tmpfs as the broker's disk) say SKIP
 //! without it.
