@@ -188,6 +188,38 @@ fn cpu(pid: u32) -> Duration {
     Duration::from_millis((fields[0] + fields[1]) * 10)
 }
 
+/// Busy and total jiffies of all CPUs, from `/proc/stat`.
+fn cpu_jiffies() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().sum();
+    // idle and iowait are the 4th and 5th.
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// Waits (up to `limit`) for a half second in which the machine's CPUs
+/// were at least 80 % idle; returns the idle fraction of the last one.
+async fn quiet_machine(limit: Duration) -> f64 {
+    let deadline = Instant::now() + limit;
+    loop {
+        let (busy0, total0) = cpu_jiffies();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (busy1, total1) = cpu_jiffies();
+        let idle = 1.0 - (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64;
+        if idle >= 0.8 || Instant::now() >= deadline {
+            return idle;
+        }
+    }
+}
+
 /// The p99 send latency (ms) of one producer with one request in flight,
 /// 1 KiB messages for `seconds`, measured by the load tool in a process of
 /// its own.
