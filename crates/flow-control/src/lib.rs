@@ -1,6 +1,7 @@
 //! Flow control for the broker: bounded request queues that remember when
 //! each request arrived, the fast-failure sweeper, admission decisions with
-//! their reasons, and the counters behind them.
+//! their reasons, quotas (token buckets per topic or client), and the
+//! counters behind them.
 //!
 //! Pure policy without I/O: callers pass the current instant wherever time
 //! matters, so every decision can be tested with made-up instants. The broker
@@ -41,6 +42,7 @@ pub mod config;
 pub mod counters;
 pub mod estimator;
 pub mod queue;
+pub mod quota;
 pub mod reason;
 pub mod sweeper;
 
@@ -48,5 +50,6 @@ pub use config::{ConfigError, FlowControlConfig};
 pub use counters::{Counters, CountersSnapshot};
 pub use estimator::ServiceTimeEstimator;
 pub use queue::{Expired, RequestQueue, Task};
+pub use quota::{OverQuota, Quota, QuotaUnit, Quotas, TokenBucket};
 pub use reason::{Reason, Rejected};
 pub use sweeper::FastFailure;

@@ -30,6 +30,10 @@ pub const PAGE_CACHE_RETRY_AFTER: Duration = Duration::from_millis(300);
 /// the send queue's 200 ms limit allows, usually far more.
 pub const OVERLOAD_RETRY_AFTER: Duration = Duration::from_millis(500);
 
+/// The longest back-off an over-quota answer suggests: a bucket in debt
+/// after one very large request may need longer than [`MAX_RETRY_AFTER`].
+pub const MAX_QUOTA_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// Why a request was refused instead of being served.
 ///
 /// `Display` gives the remark sent to the client, the same text as
@@ -109,12 +113,27 @@ pub enum Reason {
         /// The queue's byte capacity at that moment.
         capacity_bytes: usize,
     },
+    /// Sluice's quotas: the request's key (topic or client) is over its
+    /// rate; the answer says when its tokens are back.
+    #[error(
+        "[QUOTA]broker busy, over the quota of {limit} {}/s, retry after {}ms",
+        unit.as_str(),
+        retry_after.as_millis()
+    )]
+    OverQuota {
+        /// The limit that refused it.
+        unit: crate::quota::QuotaUnit,
+        /// That limit, per second.
+        limit: u64,
+        /// When the request would be let through.
+        retry_after: Duration,
+    },
 }
 
 impl Reason {
     /// Every metric label, in a fixed order (the order of [`Reason`]'s
     /// variants).
-    pub const LABELS: [&'static str; 8] = [
+    pub const LABELS: [&'static str; 9] = [
         "reject_request",
         "overload",
         "pcbusy_clean_queue",
@@ -123,6 +142,7 @@ impl Reason {
         "early_reject",
         "shutting_down",
         "overload_bytes",
+        "over_quota",
     ];
 
     /// The remark RocketMQ sends with this rejection.
@@ -145,10 +165,12 @@ impl Reason {
     /// | `RejectRequest`, `PcSynchronized` | [`PAGE_CACHE_RETRY_AFTER`] |
     /// | `Overload`, `OverloadBytes` | [`OVERLOAD_RETRY_AFTER`] |
     /// | `ShuttingDown` | [`MAX_RETRY_AFTER`] |
+    /// | `OverQuota` | when the tokens are back, up to [`MAX_QUOTA_RETRY_AFTER`] |
     ///
     /// A measured or predicted wait is how long the queue currently makes
     /// requests wait, so retrying sooner would likely meet the same queue.
-    /// Every suggestion lies in [`MIN_RETRY_AFTER`]`..=`[`MAX_RETRY_AFTER`].
+    /// Every suggestion but a quota's lies in
+    /// [`MIN_RETRY_AFTER`]`..=`[`MAX_RETRY_AFTER`].
     pub fn retry_after(&self) -> Duration {
         let hint = match *self {
             Reason::TimeoutCleanQueue { waited, .. } => waited,
@@ -157,6 +179,9 @@ impl Reason {
             Reason::RejectRequest | Reason::PcSynchronized => PAGE_CACHE_RETRY_AFTER,
             Reason::Overload { .. } | Reason::OverloadBytes { .. } => OVERLOAD_RETRY_AFTER,
             Reason::ShuttingDown => MAX_RETRY_AFTER,
+            Reason::OverQuota { retry_after, .. } => {
+                return retry_after.clamp(MIN_RETRY_AFTER, MAX_QUOTA_RETRY_AFTER);
+            }
         };
         hint.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
     }
@@ -172,6 +197,7 @@ impl Reason {
             Reason::EarlyReject { .. } => 5,
             Reason::ShuttingDown => 6,
             Reason::OverloadBytes { .. } => 7,
+            Reason::OverQuota { .. } => 8,
         }
     }
 }
@@ -297,6 +323,11 @@ mod tests {
                 queued_bytes: 0,
                 capacity_bytes: 0,
             },
+            Reason::OverQuota {
+                unit: crate::quota::QuotaUnit::Bytes,
+                limit: 1,
+                retry_after: ms(1),
+            },
         ];
         let labels: Vec<_> = all.iter().map(Reason::label).collect();
         assert_eq!(
@@ -309,7 +340,8 @@ mod tests {
                 "pc_synchronized",
                 "early_reject",
                 "shutting_down",
-                "overload_bytes"
+                "overload_bytes",
+                "over_quota"
             ]
         );
         assert_eq!(labels, Reason::LABELS);
@@ -359,5 +391,20 @@ mod tests {
         };
         assert_eq!(overload.retry_after(), OVERLOAD_RETRY_AFTER);
         assert_eq!(Reason::ShuttingDown.retry_after(), MAX_RETRY_AFTER);
+        let quota = |retry_after| Reason::OverQuota {
+            unit: crate::quota::QuotaUnit::Messages,
+            limit: 100,
+            retry_after,
+        };
+        assert_eq!(quota(ms(2500)).retry_after(), ms(2500), "not capped at 1 s");
+        assert_eq!(quota(Duration::ZERO).retry_after(), MIN_RETRY_AFTER);
+        assert_eq!(
+            quota(Duration::from_secs(600)).retry_after(),
+            MAX_QUOTA_RETRY_AFTER
+        );
+        assert_eq!(
+            quota(ms(37)).remark(),
+            "[QUOTA]broker busy, over the quota of 100 messages/s, retry after 37ms"
+        );
     }
 }
