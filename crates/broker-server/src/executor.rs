@@ -21,7 +21,7 @@ use std::{
 
 use flow_control::{Reason, RequestQueue};
 use remoting_net::{Connection, Handler};
-use remoting_protocol::RemotingCommand;
+use remoting_protocol::{RemotingCommand, RequestCode};
 
 use crate::{
     processor,
@@ -63,8 +63,14 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         state.reject(&job, Reason::RejectRequest);
         return;
     }
-    let queue = state.queue(family);
     let now = Instant::now();
+    if family == Family::Send && !state.quotas.is_empty() {
+        if let Some(over) = over_quota(state, &job.request, now) {
+            state.reject(&job, over);
+            return;
+        }
+    }
+    let queue = state.queue(family);
     let early =
         (family == Family::Send && state.early_admission.load(Ordering::Relaxed)).then(|| {
             state
@@ -81,6 +87,54 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         }
         Err(rejected) => state.reject(&rejected.payload, rejected.reason),
     }
+}
+
+/// The refusal of a send whose topic is over its quota (`topicQuotas`),
+/// taking the send's tokens when it is not. Only message sends count:
+/// `SEND_MESSAGE`, `SEND_MESSAGE_V2` and, by its entries,
+/// `SEND_BATCH_MESSAGE`.
+fn over_quota(state: &BrokerState, request: &RemotingCommand, now: Instant) -> Option<Reason> {
+    let code = request.request_code();
+    let topic = if code == RequestCode::SEND_MESSAGE_V2 || code == RequestCode::SEND_BATCH_MESSAGE {
+        request
+            .ext_fields
+            .get("b")
+            .or_else(|| request.ext_fields.get("topic"))
+    } else if code == RequestCode::SEND_MESSAGE {
+        request.ext_fields.get("topic")
+    } else {
+        None
+    }?;
+    let messages = if code == RequestCode::SEND_BATCH_MESSAGE {
+        batch_entries(&request.body)
+    } else {
+        1
+    };
+    let bytes = request.body.len() as u64;
+    state
+        .quotas
+        .admit(topic, messages, bytes, now)
+        .err()
+        .map(|o| Reason::OverQuota {
+            unit: o.unit,
+            limit: o.limit,
+            retry_after: o.retry_after,
+        })
+}
+
+/// The number of entries of a batch body (each starts with its total size,
+/// big-endian); at least 1.
+fn batch_entries(body: &[u8]) -> u64 {
+    let (mut at, mut n) = (0usize, 0u64);
+    while let Some(size) = body.get(at..at + 4) {
+        let size = u32::from_be_bytes([size[0], size[1], size[2], size[3]]) as usize;
+        if size == 0 {
+            break;
+        }
+        at = at.saturating_add(size);
+        n += 1;
+    }
+    n.max(1)
 }
 
 /// Starts the worker threads of every family and the sweeper thread.

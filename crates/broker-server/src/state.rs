@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use flow_control::{Counters, FastFailure, Reason, RequestQueue};
+use flow_control::{Counters, FastFailure, Quotas, Reason, RequestQueue};
 use remoting_protocol::{ResponseCode, RETRY_AFTER_MS};
 use store::MessageStore;
 
@@ -97,7 +97,9 @@ pub struct BrokerState {
     pub topics_changed: tokio::sync::Notify,
     /// When the broker started (ms since the epoch).
     pub boot_timestamp: i64,
-    last_warn_ms: [AtomicU64; 8],
+    /// Per-topic send quotas (`topicQuotas`).
+    pub quotas: Quotas,
+    last_warn_ms: [AtomicU64; Reason::LABELS.len()],
 }
 
 impl BrokerState {
@@ -140,7 +142,10 @@ impl BrokerState {
             }
         }
         fast_failure.set_enabled(f.broker_fast_failure_enable);
+        let quotas = Quotas::new();
+        quotas.replace(&f.topic_quota_list(), Instant::now());
         Self {
+            quotas,
             pull_hold: PullHold::new(
                 b.pull_hold_max_requests,
                 b.pull_hold_max_requests_per_connection,
@@ -258,16 +263,10 @@ pub fn queue_capacity(cfg: &BrokerConfig, family: Family) -> usize {
 }
 
 fn reason_slot(reason: &Reason) -> usize {
-    match reason.label() {
-        "reject_request" => 0,
-        "overload" => 1,
-        "pcbusy_clean_queue" => 2,
-        "timeout_clean_queue" => 3,
-        "pc_synchronized" => 4,
-        "early_reject" => 5,
-        "shutting_down" => 6,
-        _ => 7,
-    }
+    Reason::LABELS
+        .iter()
+        .position(|l| *l == reason.label())
+        .unwrap_or(0)
 }
 
 fn ms(v: u64) -> Duration {

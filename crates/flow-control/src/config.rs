@@ -80,6 +80,12 @@ pub struct FlowControlConfig {
     /// Sluice: add a suggested back-off to busy answers, which RocketMQ
     /// clients ignore and Sluice's client honours. Default true.
     pub busy_retry_hint_enable: bool,
+    /// Sluice: per-topic send quotas, `topic=limit[,limit]` entries
+    /// separated by `;`, a limit being `N/s` (messages) or `N B/s`,
+    /// `N KiB/s`, `N MiB/s` (bytes), as [`crate::parse_quotas`] reads them.
+    /// A send over its topic's quota is refused at once `[QUOTA]` with
+    /// when to come back. Default empty (no quotas).
+    pub topic_quotas: String,
 }
 
 impl Default for FlowControlConfig {
@@ -102,6 +108,7 @@ impl Default for FlowControlConfig {
             request_queue_capacity_bytes: 256 << 20,
             early_admission_enable: true,
             busy_retry_hint_enable: true,
+            topic_quotas: String::new(),
         }
     }
 }
@@ -175,7 +182,21 @@ impl FlowControlConfig {
             1 << 20,
             usize::MAX,
         )?;
+        crate::parse_quotas(&self.topic_quotas).map_err(|why| ConfigError {
+            key: "topicQuotas",
+            value: self.topic_quotas.clone(),
+            allowed: format!(
+                "topic=limit[,limit] entries separated by `;`, limits N/s, N B/s, N KiB/s or \
+                 N MiB/s ({why})"
+            ),
+        })?;
         Ok(())
+    }
+
+    /// The per-topic quotas of `topicQuotas` (valid once
+    /// [`FlowControlConfig::validate`] passed; empty otherwise).
+    pub fn topic_quota_list(&self) -> Vec<(String, crate::Quota)> {
+        crate::parse_quotas(&self.topic_quotas).unwrap_or_default()
     }
 }
 
@@ -237,6 +258,7 @@ mod tests {
                 "pullThreadPoolQueueCapacity",
                 "requestQueueCapacityBytes",
                 "sendThreadPoolQueueCapacity",
+                "topicQuotas",
                 "waitTimeMillsInAckQueue",
                 "waitTimeMillsInAdminBrokerQueue",
                 "waitTimeMillsInHeartbeatQueue",
@@ -294,5 +316,12 @@ mod tests {
             c.validate().unwrap_err().key,
             "waitTimeMillsInHeartbeatQueue"
         );
+        let c = FlowControlConfig {
+            topic_quotas: "Orders=500/min".into(),
+            ..FlowControlConfig::default()
+        };
+        let err = c.validate().unwrap_err();
+        assert_eq!(err.key, "topicQuotas");
+        assert!(err.to_string().contains("the unit must be"), "{err}");
     }
 }

@@ -50,6 +50,6 @@ pub use config::{ConfigError, FlowControlConfig};
 pub use counters::{Counters, CountersSnapshot};
 pub use estimator::ServiceTimeEstimator;
 pub use queue::{Expired, RequestQueue, Task};
-pub use quota::{OverQuota, Quota, QuotaUnit, Quotas, TokenBucket};
+pub use quota::{parse_quotas, OverQuota, Quota, QuotaUnit, Quotas, TokenBucket};
 pub use reason::{Reason, Rejected};
 pub use sweeper::FastFailure;

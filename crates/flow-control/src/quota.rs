@@ -12,7 +12,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Mutex, PoisonError},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex, PoisonError,
+    },
     time::{Duration, Instant},
 };
 
@@ -117,7 +120,8 @@ pub struct OverQuota {
     pub unit: QuotaUnit,
     /// That limit, per second.
     pub limit: u64,
-    /// How long until the request would be let through.
+    /// How long until the request would be let through, in whole
+    /// milliseconds rounded up.
     pub retry_after: Duration,
 }
 
@@ -150,7 +154,11 @@ impl Limiter {
                     refusal = Some(OverQuota {
                         unit,
                         limit: b.rate(),
-                        retry_after: wait,
+                        // In whole milliseconds, rounded up: a caller that
+                        // waits what it is told finds its tokens back.
+                        retry_after: Duration::from_millis(
+                            u64::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(u64::MAX),
+                        ),
                     });
                 }
             }
@@ -172,6 +180,8 @@ impl Limiter {
 #[derive(Debug, Default)]
 pub struct Quotas {
     limiters: Mutex<HashMap<String, Limiter>>,
+    /// How many keys have a quota, readable without the lock.
+    count: AtomicUsize,
 }
 
 impl Quotas {
@@ -193,6 +203,19 @@ impl Quotas {
         } else if limiters.get(key).is_none_or(|l| l.quota != quota) {
             limiters.insert(key.to_owned(), Limiter::new(quota, now));
         }
+        self.count.store(limiters.len(), Ordering::Release);
+    }
+
+    /// Makes `entries` the whole set of quotas: keys not in it lose theirs,
+    /// and unchanged quotas keep their buckets.
+    pub fn replace(&self, entries: &[(String, Quota)], now: Instant) {
+        let mut limiters = self.lock();
+        limiters.retain(|k, _| entries.iter().any(|(e, _)| e == k));
+        self.count.store(limiters.len(), Ordering::Release);
+        drop(limiters);
+        for (key, quota) in entries {
+            self.set(key, *quota, now);
+        }
     }
 
     /// The quota of `key`, if it has one.
@@ -211,9 +234,10 @@ impl Quotas {
         out
     }
 
-    /// Whether no key has a quota (the broker's fast path).
+    /// Whether no key has a quota (the broker's fast path: one atomic
+    /// read, no lock).
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.count.load(Ordering::Acquire) == 0
     }
 
     /// Lets a request of `messages` messages and `bytes` bytes for `key`
@@ -234,6 +258,56 @@ impl Quotas {
             None => Ok(()),
         }
     }
+}
+
+/// Reads a list of quotas: `key=limit[,limit]` entries separated by `;`,
+/// where a limit is `N/s` (messages per second) or `N B/s`, `N KiB/s`,
+/// `N MiB/s` (bytes per second); spaces are ignored, and an empty text is
+/// no quota. Example: `Orders=500/s; Logs=2000/s,4MiB/s`.
+///
+/// # Errors
+/// A text naming the entry that cannot be read and why.
+pub fn parse_quotas(text: &str) -> Result<Vec<(String, Quota)>, String> {
+    let mut out: Vec<(String, Quota)> = Vec::new();
+    for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let (key, limits) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("`{entry}` is not key=limit"))?;
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(format!("`{entry}` has no key"));
+        }
+        if out.iter().any(|(k, _)| k == key) {
+            return Err(format!("`{key}` has two quotas"));
+        }
+        let mut quota = Quota::default();
+        for limit in limits.split(',') {
+            let compact: String = limit.chars().filter(|c| !c.is_whitespace()).collect();
+            let (number, unit) = compact
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or((compact.as_str(), ""), |at| compact.split_at(at));
+            let n: u64 = number.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("`{limit}` in `{entry}` is not a positive number per second")
+            })?;
+            let (slot, factor) = match unit {
+                "/s" => (&mut quota.messages_per_sec, 1),
+                "B/s" => (&mut quota.bytes_per_sec, 1),
+                "KiB/s" => (&mut quota.bytes_per_sec, 1 << 10),
+                "MiB/s" => (&mut quota.bytes_per_sec, 1 << 20),
+                _ => {
+                    return Err(format!(
+                        "`{limit}` in `{entry}`: the unit must be /s, B/s, KiB/s or MiB/s"
+                    ))
+                }
+            };
+            if slot.is_some() {
+                return Err(format!("`{entry}` sets the same limit twice"));
+            }
+            *slot = Some(n.saturating_mul(factor));
+        }
+        out.push((key.to_owned(), quota));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -309,6 +383,68 @@ mod tests {
         quotas.set("T", Quota::default(), t0);
         assert!(quotas.is_empty());
         assert_eq!(quotas.admit("T", 1000, 1 << 30, t0), Ok(()));
+    }
+
+    #[test]
+    fn quota_lists_read_as_documented_and_errors_name_the_entry() {
+        let q = parse_quotas(" Orders=500/s; Logs = 2000/s, 4 MiB/s ;Raw=100B/s;").unwrap();
+        assert_eq!(
+            q,
+            vec![
+                (
+                    "Orders".to_owned(),
+                    Quota {
+                        messages_per_sec: Some(500),
+                        bytes_per_sec: None
+                    }
+                ),
+                (
+                    "Logs".to_owned(),
+                    Quota {
+                        messages_per_sec: Some(2000),
+                        bytes_per_sec: Some(4 << 20)
+                    }
+                ),
+                (
+                    "Raw".to_owned(),
+                    Quota {
+                        messages_per_sec: None,
+                        bytes_per_sec: Some(100)
+                    }
+                ),
+            ]
+        );
+        assert_eq!(parse_quotas("").unwrap(), vec![]);
+        for (bad, says) in [
+            ("Orders", "not key=limit"),
+            ("=5/s", "no key"),
+            ("A=0/s", "positive number"),
+            ("A=5/min", "the unit must be"),
+            ("A=5/s,6/s", "same limit twice"),
+            ("A=5/s;A=6/s", "two quotas"),
+        ] {
+            let err = parse_quotas(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn replacing_the_quotas_keeps_unchanged_buckets_and_drops_missing_keys() {
+        let t0 = Instant::now();
+        let quotas = Quotas::new();
+        let one = |n| Quota {
+            messages_per_sec: Some(n),
+            bytes_per_sec: None,
+        };
+        quotas.replace(&[("A".into(), one(1)), ("B".into(), one(1))], t0);
+        quotas.admit("A", 1, 0, t0).unwrap();
+        quotas.replace(&[("A".into(), one(1)), ("C".into(), one(5))], t0);
+        assert!(
+            quotas.admit("A", 1, 0, t0).is_err(),
+            "A kept its empty bucket"
+        );
+        assert_eq!(quotas.get("B"), None);
+        assert_eq!(quotas.all().len(), 2);
     }
 
     proptest! {

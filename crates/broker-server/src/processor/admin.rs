@@ -33,6 +33,7 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "requestQueueCapacityBytes",
     "earlyAdmissionEnable",
     "busyRetryHintEnable",
+    "topicQuotas",
     "osPageCacheBusyTimeOutMills",
     "faultPutLockDelayMills",
 ];
@@ -173,6 +174,9 @@ pub(crate) fn apply_runtime(state: &BrokerState, cfg: &BrokerConfig) {
         std::sync::atomic::Ordering::Relaxed,
     );
     state
+        .quotas
+        .replace(&f.topic_quota_list(), std::time::Instant::now());
+    state
         .store
         .set_os_page_cache_busy_timeout_ms(cfg.store.os_page_cache_busy_time_out_mills);
     state
@@ -222,6 +226,7 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
         );
     }
     put("pullHoldRequests", state.pull_hold.len().to_string());
+    put("topicQuotas", state.config().flow.topic_quotas.clone());
     put(
         "commitLogMaxOffset",
         state.store.max_physical_offset().to_string(),
