@@ -506,6 +506,29 @@ async fn early_admission_is_too_many_requests_early_reject() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_over_its_topic_quota_is_too_many_requests_with_the_refill_time() {
+    let b = TestBroker::start(&[("topicQuotas", "GQuota=3/s")]).await;
+    // 10 at once against a burst of 3, plus what refilled meanwhile.
+    let started = std::time::Instant::now();
+    let outcomes = burst(&b, "GQuota", 10).await;
+    let refilled = (started.elapsed().as_secs_f64() * 3.0).ceil() as usize;
+    let over = busy_with(
+        &outcomes,
+        "[QUOTA]broker busy, over the quota of 3 messages/s, retry after ",
+    );
+    assert!(
+        !over.is_empty() && over.len() + 3 + refilled >= 10,
+        "{outcomes:?}"
+    );
+    for (code, _, hint) in &over {
+        assert_eq!(*code, Code::TooManyRequests as i32);
+        let hint = hint.expect("retry-after-ms");
+        assert!((1..=1000).contains(&hint), "{hint}");
+    }
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flush_timeout_is_master_persistence_timeout() {
     let b = TestBroker::start(&[
         ("flushDiskType", "SYNC_FLUSH"),
