@@ -66,6 +66,22 @@ enum Next {
     GiveUp,
 }
 
+/// How long a broker's `[QUOTA]` answer says to wait before the send is
+/// let through; `None` for any other outcome.
+fn quota_wait(e: &ProducerError) -> Option<Duration> {
+    match e {
+        ProducerError::Broker {
+            code,
+            remark,
+            retry_after_ms: Some(ms),
+            ..
+        } if *code == ResponseCode::SYSTEM_BUSY && remark.starts_with("[QUOTA]") => {
+            Some(Duration::from_millis(*ms))
+        }
+        _ => None,
+    }
+}
+
 fn next_after(e: &ProducerError) -> Next {
     match e {
         _ if e.is_busy() => Next::Busy,
@@ -215,7 +231,10 @@ impl Inner {
         let mut last_err: Option<ProducerError> = None;
         let mut not_ok: Option<SendResult> = None;
         let mut busy_retries = 0_u32;
-        for attempt in 0..times_total {
+        let mut attempt = 0_u32;
+        // Waits for a quota are bounded by the send timeout, not counted as
+        // attempts: each lasts at least the broker's shortest hint.
+        while attempt < times_total {
             if budget.remaining().is_zero() {
                 break;
             }
@@ -237,12 +256,27 @@ impl Inner {
                 {
                     last_broker = Some(mq.broker_name);
                     not_ok = Some(result);
+                    attempt += 1;
                     continue;
                 }
                 Ok(result) => return Ok(result),
                 Err(e) => e,
             };
             let give_up = |e| not_ok.clone().ok_or(e);
+            if let Some(wait) = quota_wait(&e) {
+                // Over a quota: the broker said when the tokens are back.
+                // Waiting that long is what the quota asks for, so it spends
+                // neither an attempt nor the retry budget.
+                if wait >= budget.remaining() {
+                    return give_up(e);
+                }
+                self.counters.quota_wait();
+                tracing::debug!(parent: &span, wait_ms = millis(wait), "over the topic's quota; waiting for its tokens");
+                tokio::time::sleep(wait).await;
+                last_err = Some(e);
+                continue;
+            }
+            attempt += 1;
             match next_after(&e) {
                 Next::GiveUp => return give_up(e),
                 Next::Retry => {
@@ -258,7 +292,7 @@ impl Inner {
                     else {
                         return give_up(e);
                     };
-                    if attempt + 1 >= times_total {
+                    if attempt >= times_total {
                         return give_up(e);
                     }
                     let hint = match &e {

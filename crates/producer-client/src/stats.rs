@@ -39,6 +39,9 @@ pub struct ProducerStats {
     pub busy_retries: u64,
     /// Busy answers returned because the retry budget had no token.
     pub budget_exhausted: u64,
+    /// Waits for a topic's quota (`[QUOTA]` answers): each waited what the
+    /// broker said and spent neither an attempt nor a budget token.
+    pub quota_waits: u64,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +60,7 @@ pub(crate) struct Counters {
     retries: AtomicU64,
     busy_retries: AtomicU64,
     budget_exhausted: AtomicU64,
+    quota_waits: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -81,6 +85,10 @@ impl Counters {
 
     pub(crate) fn budget_exhausted(&self) {
         bump(&self.budget_exhausted);
+    }
+
+    pub(crate) fn quota_wait(&self) {
+        bump(&self.quota_waits);
     }
 
     pub(crate) fn outcome<T>(&self, result: &Result<T, ProducerError>) {
@@ -121,6 +129,7 @@ impl Counters {
             retries: get(&self.retries),
             busy_retries: get(&self.busy_retries),
             budget_exhausted: get(&self.budget_exhausted),
+            quota_waits: get(&self.quota_waits),
         }
     }
 }

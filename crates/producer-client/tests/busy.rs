@@ -228,3 +228,40 @@ async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>)
     .await;
     out.into_iter().flatten().collect()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_over_its_topic_quota_waits_as_told_and_every_send_lands() {
+    bounded(60, async {
+        let b = TestBroker::start(&[("topicQuotas", "Quoted=20/s")]).await;
+        b.create_topic("Quoted").await;
+        let producer = Producer::start(config(b.namesrv())).await.unwrap();
+        let started = Instant::now();
+        for i in 0..60 {
+            producer
+                .send(Message::new("Quoted", format!("q{i}")))
+                .await
+                .unwrap_or_else(|e| panic!("send {i} reached the application as {e}"));
+        }
+        let took = started.elapsed();
+        // The burst is 20; the other 40 need 2 s of refill at 20/s.
+        assert!(
+            took >= Duration::from_millis(1950),
+            "{took:?}: faster than the quota"
+        );
+        let stats = producer.stats();
+        assert!(stats.quota_waits > 0, "{stats:?}");
+        assert_eq!(
+            (stats.busy_retries, stats.budget_exhausted),
+            (0, 0),
+            "{stats:?}"
+        );
+        assert_eq!((stats.succeeded, stats.failed_busy), (60, 0));
+        eprintln!(
+            "60 sends at a quota of 20/s took {took:?} ({:.1}/s after the burst), {} quota waits",
+            40.0 / (took.as_secs_f64()).max(0.001),
+            stats.quota_waits
+        );
+        producer.shutdown().await;
+    })
+    .await;
+}
