@@ -76,7 +76,8 @@ fn quota_wait(e: &ProducerError) -> Option<Duration> {
             retry_after_ms: Some(ms),
             ..
         } if *code == ResponseCode::SYSTEM_BUSY && remark.starts_with("[QUOTA]") => {
-            Some(Duration::from_millis(*ms))
+            // Never less than a millisecond, whatever a broker says.
+            Some(Duration::from_millis((*ms).max(1)))
         }
         _ => None,
     }
