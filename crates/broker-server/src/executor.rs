@@ -111,15 +111,19 @@ fn over_quota(state: &BrokerState, request: &RemotingCommand, now: Instant) -> O
         1
     };
     let bytes = request.body.len() as u64;
-    state
-        .quotas
-        .admit(topic, messages, bytes, now)
-        .err()
-        .map(|o| Reason::OverQuota {
-            unit: o.unit,
-            limit: o.limit,
-            retry_after: o.retry_after,
-        })
+    let over = state.quotas.admit(topic, messages, bytes, now).err()?;
+    // Only topics with a quota get here, so the label set stays bounded.
+    metrics::counter!(
+        "sluice_quota_refusals_total",
+        "topic" => topic.clone(),
+        "unit" => over.unit.as_str()
+    )
+    .increment(1);
+    Some(Reason::OverQuota {
+        unit: over.unit,
+        limit: over.limit,
+        retry_after: over.retry_after,
+    })
 }
 
 /// The number of entries of a batch body (each starts with its total size,

@@ -9,12 +9,12 @@ use std::{
     net::SocketAddr,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
-        Arc, PoisonError, RwLock,
+        Arc, Mutex, PoisonError, RwLock,
     },
     time::{Duration, Instant},
 };
 
-use flow_control::{Counters, FastFailure, Quotas, Reason, RequestQueue};
+use flow_control::{Counters, FastFailure, QuotaUnit, Quotas, Reason, RequestQueue};
 use remoting_protocol::{ResponseCode, RETRY_AFTER_MS};
 use store::MessageStore;
 
@@ -99,6 +99,8 @@ pub struct BrokerState {
     pub boot_timestamp: i64,
     /// Per-topic send quotas (`topicQuotas`).
     pub quotas: Quotas,
+    /// The `sluice_quota_limit` series last published.
+    quota_series: Mutex<Vec<(String, &'static str)>>,
     last_warn_ms: [AtomicU64; Reason::LABELS.len()],
 }
 
@@ -146,6 +148,7 @@ impl BrokerState {
         quotas.replace(&f.topic_quota_list(), Instant::now());
         Self {
             quotas,
+            quota_series: Mutex::default(),
             pull_hold: PullHold::new(
                 b.pull_hold_max_requests,
                 b.pull_hold_max_requests_per_connection,
@@ -212,6 +215,36 @@ impl BrokerState {
     pub fn refresh_metrics(&self) {
         self.metrics.refresh(&self.queues, &self.store);
         metrics::gauge!("sluice_timer_pending").set(self.timers.stats().pending as f64);
+        self.refresh_quota_metrics();
+    }
+
+    /// `sluice_quota_limit{topic,unit}` for every quota in force; a quota
+    /// removed since the last refresh reads 0.
+    fn refresh_quota_metrics(&self) {
+        let mut now: Vec<(String, &'static str, u64)> = Vec::new();
+        for (topic, quota) in self.quotas.all() {
+            if let Some(n) = quota.messages_per_sec {
+                now.push((topic.clone(), QuotaUnit::Messages.as_str(), n));
+            }
+            if let Some(n) = quota.bytes_per_sec {
+                now.push((topic, QuotaUnit::Bytes.as_str(), n));
+            }
+        }
+        let mut published = self
+            .quota_series
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (topic, unit) in published.iter() {
+            if !now.iter().any(|(t, u, _)| t == topic && u == unit) {
+                metrics::gauge!("sluice_quota_limit", "topic" => topic.clone(), "unit" => *unit)
+                    .set(0.0);
+            }
+        }
+        for (topic, unit, n) in &now {
+            metrics::gauge!("sluice_quota_limit", "topic" => topic.clone(), "unit" => *unit)
+                .set(*n as f64);
+        }
+        *published = now.into_iter().map(|(t, u, _)| (t, u)).collect();
     }
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {

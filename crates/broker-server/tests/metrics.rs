@@ -23,8 +23,15 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
         ("faultPutLockDelayMills", "50"),
         ("earlyAdmissionEnable", "false"),
         ("waitTimeMillsInSendQueue", "60000"),
+        ("topicQuotas", "Capped=1/s,1MiB/s"),
     ])
     .await;
+    // Two sends to a topic with a quota of one message a second: the
+    // second is over it.
+    for i in 0..2 {
+        b.invoke(send_request("Capped", 0, format!("c{i}").as_bytes(), ""))
+            .await;
+    }
     let b = std::sync::Arc::new(b);
     let sends: Vec<_> = (0..6)
         .map(|i| {
@@ -53,6 +60,10 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
         "sluice_store_append_seconds_bucket",
         "sluice_queue_wait_seconds_bucket{queue=\"send\"",
         "sluice_queue_capacity{queue=\"send\"} 1",
+        "sluice_quota_limit{topic=\"Capped\",unit=\"messages\"} 1",
+        "sluice_quota_limit{topic=\"Capped\",unit=\"bytes\"} 1048576",
+        "sluice_quota_refusals_total{topic=\"Capped\",unit=\"messages\"}",
+        "sluice_rejections_total{family=\"send\",reason=\"over_quota\"}",
     ];
     // The gauges are refreshed once a second: scrape until they have been.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -67,4 +78,24 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
     for needle in needles {
         assert!(text.contains(needle), "missing {needle} in:\n{text}");
     }
+    // A quota removed at run time reads 0 from the next refresh on.
+    let cleared = b
+        .invoke(
+            remoting_protocol::RemotingCommand::request(
+                remoting_protocol::RequestCode::UPDATE_BROKER_CONFIG,
+            )
+            .with_body(b"topicQuotas=\n".to_vec()),
+        )
+        .await;
+    assert_eq!(cleared.response_code(), ResponseCode::SUCCESS);
+    let zero = "sluice_quota_limit{topic=\"Capped\",unit=\"messages\"} 0";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = scrape(port).await;
+        if text.contains(zero) || Instant::now() >= deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(text.contains(zero), "missing {zero} in:\n{text}");
 }
