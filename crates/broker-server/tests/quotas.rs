@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{send_request, TestBroker};
+use common::{batch_request, send_request, TestBroker};
 use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode, RETRY_AFTER_MS};
 
 /// Sends `n` messages to `topic` one after another; the answers and how
@@ -99,22 +99,7 @@ async fn a_byte_quota_counts_bodies_and_a_batch_counts_its_entries() {
             properties: String::new(),
         })
         .collect();
-    let batch = || {
-        let header = remoting_protocol::header::SendMessageRequestHeaderV2::from(
-            remoting_protocol::header::SendMessageRequestHeader {
-                producer_group: "PG".into(),
-                topic: "Batched".into(),
-                default_topic: "TBW102".into(),
-                default_topic_queue_nums: 4,
-                queue_id: 0,
-                born_timestamp: 1,
-                batch: Some(true),
-                ..remoting_protocol::header::SendMessageRequestHeader::default()
-            },
-        );
-        RemotingCommand::request_with_header(RequestCode::SEND_BATCH_MESSAGE, &header)
-            .with_body(remoting_protocol::body::encode_batch(&entries).unwrap())
-    };
+    let batch = || batch_request("Batched", &entries);
     let first = b.invoke(batch()).await;
     assert_eq!(
         first.response_code(),

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{pull_request, send_request, TestBroker};
+use common::{batch_request, pull_request, send_request, TestBroker};
 use message_model::{
     properties::{find, keys},
     record::{self, Record},
@@ -277,22 +277,7 @@ async fn delays_that_cannot_be_honoured_are_refused() {
         flag: 0,
         properties: "DELAY\u{1}1\u{2}".into(),
     }];
-    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-        producer_group: "PG".into(),
-        topic: "E".into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id: 0,
-        born_timestamp: 1,
-        batch: Some(true),
-        ..SendMessageRequestHeader::default()
-    });
-    let batch = b
-        .invoke(
-            RemotingCommand::request_with_header(RequestCode::SEND_BATCH_MESSAGE, &header)
-                .with_body(body::encode_batch(&entries).unwrap()),
-        )
-        .await;
+    let batch = b.invoke(batch_request("E", &entries)).await;
     assert_eq!(batch.response_code(), ResponseCode::MESSAGE_ILLEGAL);
     assert!(batch.remark.unwrap().contains("cannot be delayed"));
     b.broker.shutdown().await;
@@ -558,18 +543,7 @@ async fn a_batch_larger_than_max_message_size_is_refused_whole() {
                 properties: String::new(),
             })
             .collect();
-        let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-            producer_group: "PG".into(),
-            topic: "Batched".into(),
-            default_topic: "TBW102".into(),
-            default_topic_queue_nums: 4,
-            queue_id: 0,
-            born_timestamp: 1,
-            batch: Some(true),
-            ..SendMessageRequestHeader::default()
-        });
-        RemotingCommand::request_with_header(RequestCode::SEND_BATCH_MESSAGE, &header)
-            .with_body(body::encode_batch(&entries).unwrap())
+        batch_request("Batched", &entries)
     };
     let big = b.invoke(batch(100)).await;
     assert_eq!(big.response_code(), ResponseCode::MESSAGE_ILLEGAL);

@@ -74,6 +74,25 @@ pub fn send_request(topic: &str, queue_id: i32, body: &[u8], properties: &str) -
         .with_body(body.to_vec())
 }
 
+/// A `SEND_BATCH_MESSAGE` request for queue 0 of `topic` with `entries`.
+pub fn batch_request(
+    topic: &str,
+    entries: &[remoting_protocol::body::BatchEntry],
+) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "PG".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        born_timestamp: 1,
+        batch: Some(true),
+        ..SendMessageRequestHeader::default()
+    });
+    RemotingCommand::request_with_header(RequestCode::SEND_BATCH_MESSAGE, &header)
+        .with_body(remoting_protocol::body::encode_batch(entries).unwrap())
+}
+
 /// A `PULL_MESSAGE` request.
 pub fn pull_request(topic: &str, queue_id: i32, offset: i64, max: i32) -> RemotingCommand {
     RemotingCommand::request_with_header(
