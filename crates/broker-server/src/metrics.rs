@@ -190,9 +190,7 @@ impl BrokerMetrics {
 
     /// Counts a refused request.
     pub fn rejected(&self, family: Family, reason: &Reason) {
-        if let Some(pos) = Reason::LABELS.iter().position(|l| *l == reason.label()) {
-            self.rejected[family][pos].increment(1);
-        }
+        self.rejected[family][reason.index()].increment(1);
     }
 
     /// Refreshes the gauges of the queues and the store.

@@ -248,7 +248,7 @@ impl BrokerState {
     }
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {
-        let slot = &self.last_warn_ms[reason_slot(reason)];
+        let slot = &self.last_warn_ms[reason.index()];
         let now = message_model::now_ms() as u64;
         let last = slot.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= 1000
@@ -293,13 +293,6 @@ pub fn queue_capacity(cfg: &BrokerConfig, family: Family) -> usize {
         Family::Heartbeat => f.heartbeat_thread_pool_queue_capacity,
         Family::Admin => f.admin_broker_thread_pool_queue_capacity,
     }
-}
-
-fn reason_slot(reason: &Reason) -> usize {
-    Reason::LABELS
-        .iter()
-        .position(|l| *l == reason.label())
-        .unwrap_or(0)
 }
 
 fn ms(v: u64) -> Duration {

@@ -198,11 +198,7 @@ impl Quotas {
     /// quota starts with full buckets.
     pub fn set(&self, key: &str, quota: Quota, now: Instant) {
         let mut limiters = self.lock();
-        if quota == Quota::default() {
-            limiters.remove(key);
-        } else if limiters.get(key).is_none_or(|l| l.quota != quota) {
-            limiters.insert(key.to_owned(), Limiter::new(quota, now));
-        }
+        set_in(&mut limiters, key, quota, now);
         self.count.store(limiters.len(), Ordering::Release);
     }
 
@@ -211,11 +207,10 @@ impl Quotas {
     pub fn replace(&self, entries: &[(String, Quota)], now: Instant) {
         let mut limiters = self.lock();
         limiters.retain(|k, _| entries.iter().any(|(e, _)| e == k));
-        self.count.store(limiters.len(), Ordering::Release);
-        drop(limiters);
         for (key, quota) in entries {
-            self.set(key, *quota, now);
+            set_in(&mut limiters, key, *quota, now);
         }
+        self.count.store(limiters.len(), Ordering::Release);
     }
 
     /// The quota of `key`, if it has one.
@@ -257,6 +252,14 @@ impl Quotas {
             Some(limiter) => limiter.admit(messages, bytes, now),
             None => Ok(()),
         }
+    }
+}
+
+fn set_in(limiters: &mut HashMap<String, Limiter>, key: &str, quota: Quota, now: Instant) {
+    if quota == Quota::default() {
+        limiters.remove(key);
+    } else if limiters.get(key).is_none_or(|l| l.quota != quota) {
+        limiters.insert(key.to_owned(), Limiter::new(quota, now));
     }
 }
 

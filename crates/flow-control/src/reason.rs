@@ -187,7 +187,7 @@ impl Reason {
     }
 
     /// The position of this reason's variant in [`Reason::LABELS`].
-    pub(crate) fn index(&self) -> usize {
+    pub fn index(&self) -> usize {
         match self {
             Reason::RejectRequest => 0,
             Reason::Overload { .. } => 1,
