@@ -426,8 +426,6 @@ impl Broker {
     }
 }
 
-/// Offsets and the POP state to disk every `flushConsumerOffsetInterval`; silent clients
-/// forgotten after two minutes; metric gauges refreshed every second.
 /// How often the state of groups that are gone is looked for.
 const GROUP_EXPIRY_CHECK: Duration = Duration::from_secs(60);
 
@@ -459,6 +457,9 @@ fn expire_group_state(state: &BrokerState) {
     }
 }
 
+/// Offsets and the POP state to disk every `flushConsumerOffsetInterval`; silent clients
+/// forgotten after two minutes; metric gauges refreshed every second; the
+/// state of groups gone for `groupStateExpireHours` deleted every minute.
 fn spawn_housekeeping(
     state: Arc<BrokerState>,
     stop: Arc<AtomicBool>,
