@@ -342,44 +342,67 @@ impl MappedFile {
         }
     }
 
-    /// Sets every position to `pos` (recovery) and zeroes the stale bytes
-    /// after it, page by page until a page that is already all zero, so that
-    /// records beyond a torn tail can never be read back later. The zeroes
-    /// are synced before this returns: otherwise a power cut could bring the
+    /// Sets every position to `pos` (recovery) and zeroes every non-zero
+    /// byte after it, to the end of the file, so that records beyond a torn
+    /// tail can never be read back later. A power cut can keep any subset
+    /// of the pages written after the last sync, so stale pages may follow
+    /// an all-zero one: the whole rest of the file is looked at, skipping
+    /// only the ranges the filesystem reports as holes. The zeroes are
+    /// synced before this returns: otherwise a power cut could bring the
     /// stale records back under bytes appended after recovery.
     ///
     /// # Errors
     /// The error of `msync`.
     pub fn set_positions(&mut self, pos: usize) -> io::Result<()> {
         let pos = pos.min(self.size);
-        let mut start = pos;
-        let mut zeroed_to = pos;
-        while start < self.size {
-            let end = (start - start % OS_PAGE_SIZE + OS_PAGE_SIZE).min(self.size);
-            // SAFETY: `&mut self` means no reader or writer shares the file;
-            // [start, end) is within the mapping.
-            let page = unsafe {
-                std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(start), end - start)
-            };
-            let was_zero = page.iter().all(|&b| b == 0);
-            if !was_zero {
-                page.fill(0);
-                zeroed_to = end;
+        let mut zeroed: Option<(usize, usize)> = None;
+        let mut at = pos;
+        while at < self.size {
+            let (data_from, data_to) = self.data_range(at);
+            let mut start = data_from;
+            while start < data_to {
+                let end = (start - start % OS_PAGE_SIZE + OS_PAGE_SIZE).min(data_to);
+                // SAFETY: `&mut self` means no reader or writer shares the
+                // file; [start, end) is within the mapping.
+                let page = unsafe {
+                    std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(start), end - start)
+                };
+                if page.iter().any(|&b| b != 0) {
+                    page.fill(0);
+                    zeroed = Some(zeroed.map_or((start, end), |(first, _)| (first, end)));
+                }
+                start = end;
             }
-            if was_zero && start > pos {
-                break;
-            }
-            start = end;
+            at = data_to;
         }
-        if zeroed_to > pos {
-            let from = pos - pos % OS_PAGE_SIZE;
-            self.map.flush_range(from, zeroed_to - from)?;
+        if let Some((first, end)) = zeroed {
+            let from = first - first % OS_PAGE_SIZE;
+            self.map.flush_range(from, end - from)?;
         }
         sync_log::reset(&self.path, pos);
         *self.wrote.get_mut() = pos;
         *self.committed.get_mut() = pos;
         *self.flushed.get_mut() = pos;
         Ok(())
+    }
+
+    /// The next range at or after `at` that may hold data: what the
+    /// filesystem does not report as a hole (which reads as zeroes), or the
+    /// rest of the file where it cannot tell. Empty at the end of the file.
+    fn data_range(&self, at: usize) -> (usize, usize) {
+        use rustix::fs::{seek, SeekFrom};
+        let size = self.size;
+        let from = match seek(&self._file, SeekFrom::Data(at as u64)) {
+            Ok(from) => usize::try_from(from).map_or(size, |f| f.clamp(at, size)),
+            Err(rustix::io::Errno::NXIO) => return (size, size),
+            Err(_) => return (at, size),
+        };
+        let to = match seek(&self._file, SeekFrom::Hole(from as u64)) {
+            Ok(to) => usize::try_from(to).map_or(size, |t| t.clamp(from, size)),
+            Err(_) => size,
+        };
+        // A hole that starts where the data does would stop the caller.
+        (from, if to > from { to } else { size })
     }
 
     /// Removes the file's name from its directory. The mapping stays valid;
@@ -571,5 +594,37 @@ mod tests {
             MappedFile::open(&path, 0, 4096).is_err(),
             "wrong size is refused"
         );
+    }
+
+    #[test]
+    fn set_positions_zeroes_stale_pages_beyond_an_all_zero_page() {
+        // What a power cut can leave: the synced prefix, a page that was
+        // never written back, then pages that were.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000");
+        let size = 8 * OS_PAGE_SIZE;
+        {
+            let f = MappedFile::create(&path, 0, size).unwrap();
+            f.append(&vec![5u8; size]).unwrap();
+            f.flush(0).unwrap();
+        }
+        {
+            use std::os::unix::fs::FileExt;
+            let file = OpenOptions::new().write(true).open(&path).unwrap();
+            file.write_all_at(&vec![0u8; OS_PAGE_SIZE], 2 * OS_PAGE_SIZE as u64)
+                .unwrap();
+            file.write_all_at(&vec![0u8; 2 * OS_PAGE_SIZE], 5 * OS_PAGE_SIZE as u64)
+                .unwrap();
+        }
+        let mut f = MappedFile::open(&path, 0, size).unwrap();
+        f.set_positions(OS_PAGE_SIZE + 7).unwrap();
+        f.set_positions(size).unwrap();
+        let bytes = f.read(0, size).unwrap();
+        assert!(bytes[..OS_PAGE_SIZE + 7].iter().all(|&b| b == 5));
+        let stale = bytes[OS_PAGE_SIZE + 7..].iter().position(|&b| b != 0);
+        assert_eq!(stale, None, "a stale byte survived past the position");
+        drop(f);
+        let on_disk = std::fs::read(&path).unwrap();
+        assert!(on_disk[OS_PAGE_SIZE + 7..].iter().all(|&b| b == 0));
     }
 }

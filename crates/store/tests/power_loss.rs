@@ -46,8 +46,16 @@ fn check_queue(store: &MessageStore, topic: &str, q: i32) -> i64 {
         );
         for record in &got.messages {
             let index = offset as u64 * 4 + q as u64;
+            let stored = match message_model::record::check(record, true) {
+                message_model::record::Record::Message(m) => m.body.to_vec(),
+                other => panic!(
+                    "{topic} queue {q} offset {offset}: not a valid record ({other:?}), {} bytes starting {:02x?}",
+                    record.len(),
+                    &record[..record.len().min(32)]
+                ),
+            };
             assert_eq!(
-                common::record_body(record),
+                stored,
                 body(index),
                 "{topic} queue {q} offset {offset} should hold message {index}"
             );
