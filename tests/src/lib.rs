@@ -172,12 +172,14 @@ where
 }
 
 /// Broker settings that make queued sends expire: one send worker, an
-/// 80 ms put-lock fault, a 50 ms wait limit, early admission off.
-pub const SLOW_SENDS: [&str; 4] = [
+/// 80 ms put-lock fault, a 50 ms wait limit, early and adaptive admission
+/// off.
+pub const SLOW_SENDS: [&str; 5] = [
     "sendMessageThreadPoolNums=1",
     "faultPutLockDelayMills=80",
     "waitTimeMillsInSendQueue=50",
     "earlyAdmissionEnable=false",
+    "adaptiveAdmissionEnable=false",
 ];
 
 /// How long a scenario's broker may take to open its port.

@@ -43,6 +43,7 @@ async fn a_full_send_queue_answers_overload() {
             "faultPutLockDelayMills=100",
             "waitTimeMillsInSendQueue=60000",
             "earlyAdmissionEnable=false",
+            "adaptiveAdmissionEnable=false",
         ],
     )
     .unwrap();
@@ -83,6 +84,7 @@ async fn a_long_held_put_lock_rejects_new_sends_and_drains_the_queue() {
             "osPageCacheBusyTimeOutMills=100",
             "waitTimeMillsInSendQueue=60000",
             "earlyAdmissionEnable=false",
+            "adaptiveAdmissionEnable=false",
         ],
     )
     .unwrap();
@@ -188,6 +190,7 @@ async fn the_producer_in_flight_limit_fails_fast_on_the_client() {
             "faultPutLockDelayMills=2000",
             "waitTimeMillsInSendQueue=60000",
             "earlyAdmissionEnable=false",
+            "adaptiveAdmissionEnable=false",
         ],
     )
     .unwrap();

@@ -100,6 +100,7 @@ async fn open_loop_over_grpc_counts_busy_answers_by_tag() -> Result<()> {
             ("faultPutLockDelayMills", "20"),
             ("waitTimeMillsInSendQueue", "60000"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
         ],
     )
     .await?;

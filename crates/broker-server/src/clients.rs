@@ -46,6 +46,8 @@ pub struct Membership {
 #[derive(Debug, Default)]
 pub struct ClientRegistry {
     clients: DashMap<String, ClientInfo>,
+    /// The client id last registered on each remoting connection.
+    by_conn: DashMap<u64, String>,
 }
 
 impl ClientRegistry {
@@ -84,6 +86,15 @@ impl ClientRegistry {
             consumer_groups,
             last_seen: now,
         };
+        // gRPC clients have no connection (nor a connection id) of their own.
+        if info.conn.is_some()
+            && self
+                .by_conn
+                .get(&conn_id)
+                .is_none_or(|id| *id != data.client_id)
+        {
+            self.by_conn.insert(conn_id, data.client_id.clone());
+        }
         let changed: Vec<String> = match self.clients.insert(data.client_id.clone(), info.clone()) {
             None => {
                 tracing::info!(client = %data.client_id, conn = conn_id, "client registered");
@@ -175,6 +186,7 @@ impl ClientRegistry {
     /// Forgets the clients of a closed connection; returns the consumer
     /// groups they were in.
     pub fn connection_closed(&self, conn_id: u64) -> Vec<String> {
+        self.by_conn.remove(&conn_id);
         let mut left = BTreeSet::new();
         self.clients.retain(|_, c| {
             let keep = c.conn_id != conn_id;
@@ -197,6 +209,16 @@ impl ClientRegistry {
             keep
         });
         gone
+    }
+
+    /// Calls `f` with the id of the client registered on connection
+    /// `conn_id`, if one is (the id stays known until the connection
+    /// closes).
+    pub fn with_client_id_of<R>(&self, conn_id: u64, f: impl FnOnce(Option<&str>) -> R) -> R {
+        match self.by_conn.get(&conn_id) {
+            Some(id) => f(Some(id.as_str())),
+            None => f(None),
+        }
     }
 
     /// Number of clients.

@@ -19,7 +19,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use flow_control::{Reason, RequestQueue};
+use flow_control::{Admission, OverQuota, QuotaScope, Reason, RequestQueue};
 use remoting_net::{Connection, Handler};
 use remoting_protocol::{RemotingCommand, RequestCode};
 
@@ -64,8 +64,8 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         return;
     }
     let now = Instant::now();
-    if family == Family::Send && !state.quotas.is_empty() {
-        if let Some(over) = over_quota(state, &job.request, now) {
+    if family == Family::Send && !(state.quotas.is_empty() && state.client_quotas.is_empty()) {
+        if let Some(over) = over_quota(state, &job, now) {
             state.reject(&job, over);
             return;
         }
@@ -79,21 +79,24 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
                 .unwrap_or(DEFAULT_SEND_WAIT)
         });
     let bytes = job.request.size_estimate();
-    let pushed = queue.try_push_sized(job, bytes, now, early);
-    match pushed {
-        Ok(()) => {
-            state.counters.record_accepted();
-            state.metrics.accepted(family);
-        }
-        Err(rejected) => state.reject(&rejected.payload, rejected.reason),
+    let admission = Admission {
+        bytes,
+        max_wait: early,
+        ..Admission::default()
+    };
+    if state.enqueue(job, now, admission) {
+        state.counters.record_accepted();
+        state.metrics.accepted(family);
     }
 }
 
-/// The refusal of a send whose topic is over its quota (`topicQuotas`),
-/// taking the send's tokens when it is not. Only message sends count:
-/// `SEND_MESSAGE`, `SEND_MESSAGE_V2` and, by its entries,
-/// `SEND_BATCH_MESSAGE`.
-fn over_quota(state: &BrokerState, request: &RemotingCommand, now: Instant) -> Option<Reason> {
+/// The refusal of a send whose topic is over its quota (`topicQuotas`)
+/// or whose client is over its own (`clientQuotas`), taking the send's
+/// tokens from both when neither refuses (and from neither when one does).
+/// Only message sends count: `SEND_MESSAGE`, `SEND_MESSAGE_V2` and, by its
+/// entries, `SEND_BATCH_MESSAGE`.
+fn over_quota(state: &BrokerState, job: &Job, now: Instant) -> Option<Reason> {
+    let request = &job.request;
     let code = request.request_code();
     let topic = if code == RequestCode::SEND_MESSAGE_V2 || code == RequestCode::SEND_BATCH_MESSAGE {
         request
@@ -111,19 +114,37 @@ fn over_quota(state: &BrokerState, request: &RemotingCommand, now: Instant) -> O
         1
     };
     let bytes = request.body.len() as u64;
-    let over = state.quotas.admit(topic, messages, bytes, now).err()?;
-    // Only topics with a quota get here, so the label set stays bounded.
-    metrics::counter!(
-        "sluice_quota_refusals_total",
-        "topic" => topic.clone(),
-        "unit" => over.unit.as_str()
-    )
-    .increment(1);
-    Some(Reason::OverQuota {
-        unit: over.unit,
-        limit: over.limit,
-        retry_after: over.retry_after,
-    })
+    // Only keys with a quota are counted, so the label sets stay bounded.
+    let refused = |scope: QuotaScope, key: &str, over: OverQuota| {
+        let unit = over.unit.as_str();
+        match scope {
+            QuotaScope::Topic => metrics::counter!(
+                "sluice_quota_refusals_total", "topic" => key.to_owned(), "unit" => unit
+            ),
+            QuotaScope::Client => metrics::counter!(
+                "sluice_client_quota_refusals_total", "client" => key.to_owned(), "unit" => unit
+            ),
+        }
+        .increment(1);
+        Some(Reason::OverQuota {
+            scope,
+            unit: over.unit,
+            limit: over.limit,
+            retry_after: over.retry_after,
+        })
+    };
+    if let Err(over) = state.quotas.admit(topic, messages, bytes, now) {
+        return refused(QuotaScope::Topic, topic, over);
+    }
+    if state.client_quotas.is_empty() {
+        return None;
+    }
+    let client = state.client_key(job);
+    if let Err(over) = state.client_quotas.admit(&client, messages, bytes, now) {
+        state.quotas.give_back(topic, messages, bytes, now);
+        return refused(QuotaScope::Client, &client, over);
+    }
+    None
 }
 
 /// The number of entries of a batch body (each starts with its total size,

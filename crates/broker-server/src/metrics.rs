@@ -6,7 +6,10 @@
 //! path takes no lock. Gauges of queue lengths and store state are refreshed
 //! every second by the housekeeping thread.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
 
 use flow_control::{Reason, RequestQueue};
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
@@ -143,7 +146,13 @@ pub struct BrokerMetrics {
     lock_held: Gauge,
     dispatch_behind: Gauge,
     unflushed: Gauge,
+    /// The `sluice_share_*` series last published: queue and share label.
+    share_series: Mutex<Vec<(&'static str, String)>>,
 }
+
+/// How the overflow share (keyless requests, and keys past
+/// `maxSharesPerQueue`) is named in metrics and runtime info.
+pub const OVERFLOW_LABEL: &str = "(overflow)";
 
 impl BrokerMetrics {
     /// Registers every handle with the installed recorder (no-op handles when none is).
@@ -174,6 +183,7 @@ impl BrokerMetrics {
             lock_held: gauge!("sluice_store_put_lock_held_seconds"),
             dispatch_behind: gauge!("sluice_store_dispatch_behind_bytes"),
             unflushed: gauge!("sluice_store_unflushed_bytes"),
+            share_series: Mutex::default(),
         }
     }
 
@@ -199,6 +209,7 @@ impl BrokerMetrics {
             self.queue_len[family].set(q.len() as f64);
             self.queue_capacity[family].set(q.capacity() as f64);
         }
+        self.refresh_shares(queues);
         self.lock_held.set(store.lock_time_mills() as f64 / 1000.0);
         self.dispatch_behind
             .set(store.dispatch_behind_bytes() as f64);
@@ -209,6 +220,58 @@ impl BrokerMetrics {
         );
     }
 }
+
+impl BrokerMetrics {
+    /// Publishes the figures of every share of the send and pull queues,
+    /// and zeroes those of shares that are gone.
+    fn refresh_shares(&self, queues: &PerFamily<Arc<RequestQueue<Job>>>) {
+        let now = Instant::now();
+        let mut current = Vec::new();
+        for family in [Family::Send, Family::Pull] {
+            let queue = family.name();
+            for f in queues[family].shares(now) {
+                let share = if f.key.is_empty() {
+                    OVERFLOW_LABEL.to_owned()
+                } else {
+                    f.key.to_string()
+                };
+                let values = [
+                    ("sluice_share_queue_length", f.len as f64),
+                    (
+                        "sluice_share_head_wait_seconds",
+                        f.head_wait.map_or(0.0, |d| d.as_secs_f64()),
+                    ),
+                    ("sluice_share_shedding", f64::from(u8::from(f.shedding))),
+                    ("sluice_share_weight", f64::from(f.weight)),
+                    ("sluice_share_served", f.served as f64),
+                ];
+                for (name, value) in values {
+                    gauge!(name, "queue" => queue, "share" => share.clone()).set(value);
+                }
+                current.push((queue, share));
+            }
+        }
+        let mut published = self
+            .share_series
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (queue, share) in published.iter().filter(|p| !current.contains(p)) {
+            for name in SHARE_GAUGES {
+                gauge!(name, "queue" => *queue, "share" => share.clone()).set(0.0);
+            }
+        }
+        *published = current;
+    }
+}
+
+/// The gauges published per share.
+const SHARE_GAUGES: [&str; 5] = [
+    "sluice_share_queue_length",
+    "sluice_share_head_wait_seconds",
+    "sluice_share_shedding",
+    "sluice_share_weight",
+    "sluice_share_served",
+];
 
 impl Default for BrokerMetrics {
     fn default() -> Self {

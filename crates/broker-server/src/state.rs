@@ -8,13 +8,16 @@
 use std::{
     net::SocketAddr,
     sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering},
         Arc, Mutex, PoisonError, RwLock,
     },
     time::{Duration, Instant},
 };
 
-use flow_control::{Counters, FastFailure, QuotaUnit, Quotas, Reason, RequestQueue};
+use flow_control::{
+    Counters, FastFailure, FlowControlConfig, QuotaScope, QuotaUnit, Quotas, Reason, RequestQueue,
+    ShareKey,
+};
 use remoting_protocol::{ResponseCode, RETRY_AFTER_MS};
 use store::MessageStore;
 
@@ -86,6 +89,8 @@ pub struct BrokerState {
     pub metrics: BrokerMetrics,
     /// Early admission on the send queue.
     pub early_admission: AtomicBool,
+    /// What the send and pull queues' fair shares are per.
+    pub share_keys: ShareKeys,
     /// Busy responses carry [`RETRY_AFTER_MS`].
     pub retry_hint: AtomicBool,
     /// Pulls parked by long polling.
@@ -99,8 +104,10 @@ pub struct BrokerState {
     pub boot_timestamp: i64,
     /// Per-topic send quotas (`topicQuotas`).
     pub quotas: Quotas,
-    /// The `sluice_quota_limit` series last published.
-    quota_series: Mutex<Vec<(String, &'static str)>>,
+    /// Per-client send quotas (`clientQuotas`).
+    pub client_quotas: Quotas,
+    /// The quota limit series last published: scope, key, unit.
+    quota_series: Mutex<Vec<(QuotaScope, String, &'static str)>>,
     last_warn_ms: [AtomicU64; Reason::LABELS.len()],
 }
 
@@ -131,9 +138,9 @@ impl BrokerState {
                 queue_capacity(&config, family),
             ));
             queue.set_workers(workers);
-            queue.set_capacity_bytes(f.request_queue_capacity_bytes);
             queue
         });
+        configure_queues(&queues, f);
         let mut fast_failure = FastFailure::new(
             Arc::clone(&queues[Family::Send]),
             ms(f.wait_time_mills_in_send_queue),
@@ -146,8 +153,11 @@ impl BrokerState {
         fast_failure.set_enabled(f.broker_fast_failure_enable);
         let quotas = Quotas::new();
         quotas.replace(&f.topic_quota_list(), Instant::now());
+        let client_quotas = Quotas::new();
+        client_quotas.replace(&f.client_quota_list(), Instant::now());
         Self {
             quotas,
+            client_quotas,
             quota_series: Mutex::default(),
             pull_hold: PullHold::new(
                 b.pull_hold_max_requests,
@@ -155,6 +165,7 @@ impl BrokerState {
             ),
             pop,
             early_admission: AtomicBool::new(f.early_admission_enable),
+            share_keys: ShareKeys::new(f),
             retry_hint: AtomicBool::new(f.busy_retry_hint_enable),
             config: RwLock::new(Arc::new(config)),
             store,
@@ -203,12 +214,58 @@ impl BrokerState {
         job.reply.send(response);
     }
 
+    /// Admits `job` to its family's queue, in the fair share its key
+    /// (`sendShareKey`, `pullShareKey`) names: the overflow share for a
+    /// queue without shares and for requests without the key's field.
+    /// Answers a refused job busy ([`BrokerState::reject`]) and returns
+    /// whether it was queued.
+    pub fn enqueue(&self, job: Job, now: Instant, admission: flow_control::Admission<'_>) -> bool {
+        let pushed = self.push_to_share(job, now, admission);
+        if let Err(rejected) = &pushed {
+            self.reject(&rejected.payload, rejected.reason);
+        }
+        pushed.is_ok()
+    }
+
+    #[allow(clippy::result_large_err)] // the refused job goes straight to `reject`
+    fn push_to_share(
+        &self,
+        job: Job,
+        now: Instant,
+        admission: flow_control::Admission<'_>,
+    ) -> Result<(), flow_control::Rejected<Job>> {
+        let queue = self.queue(job.family);
+        let kind = self.share_keys.of(job.family);
+        if kind == ShareKey::ClientId {
+            let client = self.client_key(&job);
+            let admission = flow_control::Admission {
+                share: &client,
+                ..admission
+            };
+            return queue.push(job, now, admission);
+        }
+        queue.push_with(job, now, admission, |job| {
+            let fields = &job.request.ext_fields;
+            // SEND_MESSAGE_V2 and batches abbreviate their header fields.
+            let (short, long) = match kind {
+                ShareKey::Topic => ("b", "topic"),
+                ShareKey::ProducerGroup => ("a", "producerGroup"),
+                ShareKey::ConsumerGroup => ("consumerGroup", "consumerGroup"),
+                ShareKey::ClientId | ShareKey::None => return Some(""),
+            };
+            Some(
+                fields
+                    .get(short)
+                    .or_else(|| fields.get(long))
+                    .map_or("", String::as_str),
+            )
+        })
+    }
+
     /// Serves a parked pull again: back into the pull queue, never parked twice.
     pub fn resume(&self, mut job: Job) {
         job.resumed = true;
-        if let Err(rejected) = self.queue(Family::Pull).try_push(job, Instant::now()) {
-            self.reject(&rejected.payload, rejected.reason);
-        }
+        self.enqueue(job, Instant::now(), flow_control::Admission::default());
     }
 
     /// Refreshes the metric gauges of the queues and the store.
@@ -218,33 +275,62 @@ impl BrokerState {
         self.refresh_quota_metrics();
     }
 
-    /// `sluice_quota_limit{topic,unit}` for every quota in force; a quota
-    /// removed since the last refresh reads 0.
+    /// `sluice_quota_limit{topic,unit}` and
+    /// `sluice_client_quota_limit{client,unit}` for every quota in force; a
+    /// quota removed since the last refresh reads 0.
     fn refresh_quota_metrics(&self) {
-        let mut now: Vec<(String, &'static str, u64)> = Vec::new();
-        for (topic, quota) in self.quotas.all() {
-            if let Some(n) = quota.messages_per_sec {
-                now.push((topic.clone(), QuotaUnit::Messages.as_str(), n));
-            }
-            if let Some(n) = quota.bytes_per_sec {
-                now.push((topic, QuotaUnit::Bytes.as_str(), n));
+        let mut now: Vec<(QuotaScope, String, &'static str, u64)> = Vec::new();
+        for (scope, quotas) in [
+            (QuotaScope::Topic, &self.quotas),
+            (QuotaScope::Client, &self.client_quotas),
+        ] {
+            for (key, quota) in quotas.all() {
+                if let Some(n) = quota.messages_per_sec {
+                    now.push((scope, key.clone(), QuotaUnit::Messages.as_str(), n));
+                }
+                if let Some(n) = quota.bytes_per_sec {
+                    now.push((scope, key, QuotaUnit::Bytes.as_str(), n));
+                }
             }
         }
+        let gauge = |scope: QuotaScope, key: &str, unit: &'static str| match scope {
+            QuotaScope::Topic => {
+                metrics::gauge!("sluice_quota_limit", "topic" => key.to_owned(), "unit" => unit)
+            }
+            QuotaScope::Client => metrics::gauge!(
+                "sluice_client_quota_limit",
+                "client" => key.to_owned(),
+                "unit" => unit
+            ),
+        };
         let mut published = self
             .quota_series
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for (topic, unit) in published.iter() {
-            if !now.iter().any(|(t, u, _)| t == topic && u == unit) {
-                metrics::gauge!("sluice_quota_limit", "topic" => topic.clone(), "unit" => *unit)
-                    .set(0.0);
+        for (scope, key, unit) in published.iter() {
+            if !now
+                .iter()
+                .any(|(s, k, u, _)| s == scope && k == key && u == unit)
+            {
+                gauge(*scope, key, unit).set(0.0);
             }
         }
-        for (topic, unit, n) in &now {
-            metrics::gauge!("sluice_quota_limit", "topic" => topic.clone(), "unit" => *unit)
-                .set(*n as f64);
+        for (scope, key, unit, n) in &now {
+            gauge(*scope, key, unit).set(*n as f64);
         }
-        *published = now.into_iter().map(|(t, u, _)| (t, u)).collect();
+        *published = now.into_iter().map(|(s, k, u, _)| (s, k, u)).collect();
+    }
+
+    /// The key of the client that sent `job` for shares and quotas: the id
+    /// it registered with on its connection, else its address.
+    pub fn client_key(&self, job: &Job) -> String {
+        job.reply
+            .connection_id()
+            .and_then(|conn| {
+                self.clients
+                    .with_client_id_of(conn, |id| id.map(str::to_owned))
+            })
+            .unwrap_or_else(|| job.reply.peer().to_string())
     }
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {
@@ -268,6 +354,62 @@ impl BrokerState {
             );
         }
     }
+}
+
+/// What the send and pull queues' fair shares are per (`sendShareKey`,
+/// `pullShareKey`), changeable at run time; the other queues have none.
+#[derive(Debug)]
+pub struct ShareKeys {
+    send: AtomicU8,
+    pull: AtomicU8,
+}
+
+const SHARE_KEYS: [ShareKey; 5] = [
+    ShareKey::None,
+    ShareKey::Topic,
+    ShareKey::ProducerGroup,
+    ShareKey::ConsumerGroup,
+    ShareKey::ClientId,
+];
+
+impl ShareKeys {
+    fn new(f: &FlowControlConfig) -> Self {
+        let keys = Self {
+            send: AtomicU8::new(0),
+            pull: AtomicU8::new(0),
+        };
+        keys.set(f);
+        keys
+    }
+
+    /// Takes the keys of a configuration.
+    pub fn set(&self, f: &FlowControlConfig) {
+        let code = |k: ShareKey| SHARE_KEYS.iter().position(|&x| x == k).unwrap_or(0) as u8;
+        self.send.store(code(f.send_share_key), Ordering::Relaxed);
+        self.pull.store(code(f.pull_share_key), Ordering::Relaxed);
+    }
+
+    /// What the shares of `family`'s queue are per.
+    pub fn of(&self, family: Family) -> ShareKey {
+        let code = match family {
+            Family::Send => self.send.load(Ordering::Relaxed),
+            Family::Pull => self.pull.load(Ordering::Relaxed),
+            _ => 0,
+        };
+        SHARE_KEYS[usize::from(code) % SHARE_KEYS.len()]
+    }
+}
+
+/// Sets what the configuration says about every queue: byte capacity,
+/// share bounds and weights, and adaptive admission (send queue only).
+pub fn configure_queues(queues: &PerFamily<Arc<RequestQueue<Job>>>, f: &FlowControlConfig) {
+    let weights = f.share_weight_map();
+    for queue in queues.values() {
+        queue.set_capacity_bytes(f.request_queue_capacity_bytes);
+        queue.set_max_shares(f.max_shares_per_queue);
+        queue.set_share_weights(weights.clone());
+    }
+    queues[Family::Send].set_sojourn_control(f.sojourn_control());
 }
 
 /// The fast-failure wait limit of a family's queue (ms), as `cfg` sets it;

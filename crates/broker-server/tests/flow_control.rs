@@ -89,6 +89,7 @@ async fn full_send_queue_answers_overload_with_a_retry_hint() {
             ("faultPutLockDelayMills", "100"),
             ("waitTimeMillsInSendQueue", "60000"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
         ])
         .await,
     );
@@ -131,6 +132,7 @@ async fn a_queue_full_in_bytes_answers_overload_with_the_figures() {
             ("faultPutLockDelayMills", "2000"),
             ("waitTimeMillsInSendQueue", "60000"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
         ])
         .await,
     );
@@ -160,6 +162,7 @@ async fn requests_waiting_past_the_limit_are_answered_timeout_clean_queue() {
             ("faultPutLockDelayMills", "80"),
             ("waitTimeMillsInSendQueue", "50"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
         ])
         .await,
     );
@@ -198,6 +201,7 @@ async fn page_cache_busy_rejects_new_sends_and_drains_queued_ones() {
             ("osPageCacheBusyTimeOutMills", "100"),
             ("waitTimeMillsInSendQueue", "60000"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
         ])
         .await,
     );
@@ -243,6 +247,7 @@ async fn early_admission_refuses_what_could_not_finish_in_time() {
             ("faultPutLockDelayMills", "40"),
             ("waitTimeMillsInSendQueue", "100"),
             ("earlyAdmissionEnable", "true"),
+            ("adaptiveAdmissionEnable", "false"),
         ])
         .await,
     );
@@ -273,6 +278,7 @@ async fn oneway_requests_get_no_busy_answer() {
         ("sendThreadPoolQueueCapacity", "1"),
         ("faultPutLockDelayMills", "200"),
         ("earlyAdmissionEnable", "false"),
+        ("adaptiveAdmissionEnable", "false"),
         ("waitTimeMillsInSendQueue", "60000"),
     ])
     .await;

@@ -405,6 +405,7 @@ async fn full_send_queue_is_too_many_requests_with_overload_remark_and_hint() {
             ("faultPutLockDelayMills", "100"),
             ("waitTimeMillsInSendQueue", "60000"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
         ])
         .await,
     );
@@ -432,6 +433,7 @@ async fn sends_waiting_too_long_are_too_many_requests_timeout_clean_queue() {
         ("faultPutLockDelayMills", "80"),
         ("waitTimeMillsInSendQueue", "50"),
         ("earlyAdmissionEnable", "false"),
+        ("adaptiveAdmissionEnable", "false"),
     ])
     .await;
     let outcomes = burst(&b, "GSlow", 10).await;
@@ -453,6 +455,7 @@ async fn page_cache_busy_is_too_many_requests_reject_request_and_pcbusy_clean_qu
             ("osPageCacheBusyTimeOutMills", "100"),
             ("waitTimeMillsInSendQueue", "60000"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
         ])
         .await,
     );
@@ -488,6 +491,7 @@ async fn early_admission_is_too_many_requests_early_reject() {
         ("faultPutLockDelayMills", "40"),
         ("waitTimeMillsInSendQueue", "100"),
         ("earlyAdmissionEnable", "true"),
+        ("adaptiveAdmissionEnable", "false"),
     ])
     .await;
     for _ in 0..3 {
@@ -514,7 +518,7 @@ async fn a_send_over_its_topic_quota_is_too_many_requests_with_the_refill_time()
     let refilled = (started.elapsed().as_secs_f64() * 3.0).ceil() as usize;
     let over = busy_with(
         &outcomes,
-        "[QUOTA]broker busy, over the quota of 3 messages/s, retry after ",
+        "[QUOTA]broker busy, over the topic quota of 3 messages/s, retry after ",
     );
     assert!(
         !over.is_empty() && over.len() + 3 + refilled >= 10,

@@ -22,8 +22,10 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
         ("sendThreadPoolQueueCapacity", "1"),
         ("faultPutLockDelayMills", "50"),
         ("earlyAdmissionEnable", "false"),
+        ("adaptiveAdmissionEnable", "false"),
         ("waitTimeMillsInSendQueue", "60000"),
         ("topicQuotas", "Capped=1/s,1MiB/s"),
+        ("shareWeights", "M=2"),
     ])
     .await;
     // Two sends to a topic with a quota of one message a second: the
@@ -64,6 +66,12 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
         "sluice_quota_limit{topic=\"Capped\",unit=\"bytes\"} 1048576",
         "sluice_quota_refusals_total{topic=\"Capped\",unit=\"messages\"}",
         "sluice_rejections_total{family=\"send\",reason=\"over_quota\"}",
+        "sluice_share_weight{queue=\"send\",share=\"M\"} 2",
+        "sluice_share_queue_length{queue=\"send\",share=\"M\"} 0",
+        "sluice_share_shedding{queue=\"send\",share=\"M\"} 0",
+        "sluice_share_head_wait_seconds{queue=\"send\",share=\"M\"}",
+        "sluice_share_served{queue=\"send\",share=\"M\"}",
+        "sluice_share_queue_length{queue=\"send\",share=\"(overflow)\"} 0",
     ];
     // The gauges are refreshed once a second: scrape until they have been.
     let deadline = Instant::now() + Duration::from_secs(10);

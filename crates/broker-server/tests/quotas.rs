@@ -49,7 +49,9 @@ async fn a_topic_over_its_quota_is_told_when_to_come_back() {
         assert_eq!(r.response_code(), ResponseCode::SYSTEM_BUSY);
         let remark = r.remark.as_deref().unwrap();
         assert!(
-            remark.starts_with("[QUOTA]broker busy, over the quota of 5 messages/s, retry after "),
+            remark.starts_with(
+                "[QUOTA]broker busy, over the topic quota of 5 messages/s, retry after "
+            ),
             "{remark}"
         );
         let ms: u64 = r.ext_fields[RETRY_AFTER_MS].parse().unwrap();
@@ -86,7 +88,7 @@ async fn a_byte_quota_counts_bodies_and_a_batch_counts_its_entries() {
         over.remark
             .as_deref()
             .unwrap()
-            .contains("over the quota of 1024 bytes/s"),
+            .contains("over the topic quota of 1024 bytes/s"),
         "{:?}",
         over.remark
     );
@@ -154,5 +156,54 @@ async fn quotas_change_at_run_time_and_bad_ones_are_refused_naming_the_key() {
     );
     let (answers, _) = sends(&b, "Runtime", 10).await;
     assert_eq!(ok_count(&answers), 10, "no quota any more");
+    b.broker.shutdown().await;
+}
+
+/// `clientQuotas`: a client registered under its id is held to its own
+/// quota on every topic. (That a topic gets back the tokens of a send the
+/// client's quota refused is tested on `Quotas::give_back`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_quota_is_refused_on_every_topic() {
+    let b = TestBroker::start(&[
+        ("clientQuotas", "quota-client=3/s"),
+        ("topicQuotas", "Shared=4/s"),
+    ])
+    .await;
+    // Before it registers, the client is known by its address only.
+    let (answers, _) = sends(&b, "Shared", 4).await;
+    assert_eq!(ok_count(&answers), 4);
+    let body = "{\"clientID\":\"quota-client\",\"producerDataSet\":[{\"groupName\":\"PG\"}],\
+                \"consumerDataSet\":[]}";
+    let beat = b
+        .invoke(
+            RemotingCommand::request(RequestCode::HEART_BEAT).with_body(body.as_bytes().to_vec()),
+        )
+        .await;
+    assert_eq!(beat.response_code(), ResponseCode::SUCCESS);
+    let (answers, took) = sends(&b, "Other", 6).await;
+    let ok = ok_count(&answers);
+    let most = 3 + (took.as_secs_f64() * 3.0).ceil() as usize;
+    assert!((3..=most).contains(&ok), "{ok} admitted in {took:?}");
+    let remark = answers
+        .iter()
+        .find(|a| a.response_code() == ResponseCode::SYSTEM_BUSY)
+        .and_then(|a| a.remark.clone())
+        .unwrap();
+    assert!(
+        remark
+            .starts_with("[QUOTA]broker busy, over the client quota of 3 messages/s, retry after "),
+        "{remark}"
+    );
+    assert!(b.broker.state().counters.rejected("over_quota") >= (6 - ok) as u64);
+    let info = b
+        .invoke(RemotingCommand::request(
+            RequestCode::GET_BROKER_RUNTIME_INFO,
+        ))
+        .await;
+    let info = String::from_utf8(info.body.to_vec()).unwrap();
+    assert!(
+        info.contains("\"clientQuotas\":\"quota-client=3/s\""),
+        "{info}"
+    );
     b.broker.shutdown().await;
 }

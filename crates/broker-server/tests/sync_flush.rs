@@ -25,11 +25,12 @@ use remoting_protocol::{header::SendMessageResponseHeader, ResponseCode};
 /// that a worker that waited for its flush could never batch two sends.
 /// Flow control is off: these tests are about the group commit, and a
 /// loaded machine must not turn a burst into busy answers.
-const ONE_WORKER_SYNC: [(&str, &str); 5] = [
+const ONE_WORKER_SYNC: [(&str, &str); 6] = [
     ("sendMessageThreadPoolNums", "1"),
     ("flushDiskType", "SYNC_FLUSH"),
     ("faultFlushDelayMills", "20"),
     ("earlyAdmissionEnable", "false"),
+    ("adaptiveAdmissionEnable", "false"),
     ("brokerFastFailureEnable", "false"),
 ];
 
@@ -95,6 +96,7 @@ async fn the_send_service_time_that_early_admission_uses_leaves_the_flush_out() 
             ("flushDiskType", "SYNC_FLUSH"),
             ("faultFlushDelayMills", "500"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
             ("brokerFastFailureEnable", "false"),
         ])
         .await,

@@ -1,6 +1,7 @@
 //! Admission cost on the hot path: one push and one pop of the same task,
-//! with plain capacity admission and with early admission, on an otherwise
-//! empty queue and behind 1000 queued tasks.
+//! with plain capacity admission, with early admission, and as the broker
+//! admits a send by default (a share per topic, adaptive and early
+//! admission), on an otherwise empty queue and behind 1000 queued tasks.
 //!
 //! `cargo bench -p flow-control --bench admit`; criterion reports ns per
 //! round trip.
@@ -30,6 +31,19 @@ fn round_trip(c: &mut Criterion) {
                 black_box(q.pop(Duration::ZERO))
             })
         });
+        q.set_sojourn_control(Some(flow_control::SojournControl::default()));
+        group.bench_function(format!("adaptive+early+share+pop/backlog={backlog}"), |b| {
+            b.iter(|| {
+                let admission = flow_control::Admission {
+                    share: "BenchTopic",
+                    bytes: 1200,
+                    max_wait: Some(Duration::from_millis(200)),
+                };
+                q.push(black_box(7), now, admission).ok();
+                black_box(q.pop(Duration::ZERO))
+            })
+        });
+        q.set_sojourn_control(None);
         group.bench_function(format!("early_admission+pop/backlog={backlog}"), |b| {
             b.iter(|| {
                 q.try_push_with_admission(black_box(7), now, Duration::from_millis(200), true)

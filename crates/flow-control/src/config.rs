@@ -86,6 +86,91 @@ pub struct FlowControlConfig {
     /// A send over its topic's quota is refused at once `[QUOTA]` with
     /// when to come back. Default empty (no quotas).
     pub topic_quotas: String,
+    /// Sluice: per-client send quotas, in the syntax of `topicQuotas`, keyed
+    /// by client id (the id a client registered with on its connection;
+    /// its address, `ip:port`, before it has). Checked after the topic's
+    /// quota. Default empty (no quotas).
+    pub client_quotas: String,
+    /// Sluice: adaptive admission on the send queue ([`crate::sojourn`]):
+    /// once requests have waited longer than `admissionTargetMills` for a
+    /// whole `admissionIntervalMills`, a send that would wait longer than
+    /// the target is refused at once, so the queue holds about the target's
+    /// worth of work instead of the full wait limit. Off gives RocketMQ's
+    /// behaviour. Default true.
+    pub adaptive_admission_enable: bool,
+    /// Sluice: the queue wait adaptive admission keeps the send queue near,
+    /// in ms. Default 5; 1..=10000.
+    pub admission_target_mills: u64,
+    /// Sluice: how long waits must stay above the target before adaptive
+    /// admission sheds, and how long shedding lasts after the last long
+    /// wait, in ms. Default 50; 1..=60000.
+    pub admission_interval_mills: u64,
+    /// Sluice: what the send queue's fair shares are per: `topic`,
+    /// `producerGroup`, `clientId`, or `none` (one FIFO, as RocketMQ).
+    /// Default `topic`.
+    pub send_share_key: ShareKey,
+    /// Sluice: what the pull queue's fair shares (pulls and POP) are per:
+    /// `consumerGroup`, `topic`, `clientId`, or `none`. Default
+    /// `consumerGroup`.
+    pub pull_share_key: ShareKey,
+    /// Sluice: how many keys get a share of their own in each queue; the
+    /// rest share one overflow share. Default 64; 1..=4096.
+    pub max_shares_per_queue: usize,
+    /// Sluice: share weights, `key=weight` entries separated by `;` (a
+    /// weight is 1..=1000; keys not named weigh 1). A share of weight 3 is
+    /// served three requests per round where one of weight 1 gets one.
+    /// Default empty.
+    pub share_weights: String,
+}
+
+/// What a queue's fair shares are per.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ShareKey {
+    /// The request's topic.
+    Topic,
+    /// The sender's producer group.
+    ProducerGroup,
+    /// The consumer group of a pull or POP.
+    ConsumerGroup,
+    /// The client id the connection registered with (its address before).
+    ClientId,
+    /// No shares: one FIFO, as RocketMQ.
+    None,
+}
+
+impl ShareKey {
+    /// The name used in configuration files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShareKey::Topic => "topic",
+            ShareKey::ProducerGroup => "producerGroup",
+            ShareKey::ConsumerGroup => "consumerGroup",
+            ShareKey::ClientId => "clientId",
+            ShareKey::None => "none",
+        }
+    }
+}
+
+/// Reads `shareWeights`: `key=weight` entries separated by `;`.
+///
+/// # Errors
+/// Why an entry is not one.
+pub fn parse_share_weights(text: &str) -> Result<Vec<(String, u32)>, String> {
+    let mut out = Vec::new();
+    for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let (key, weight) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("`{entry}` is not key=weight"))?;
+        let weight: u32 = weight
+            .trim()
+            .parse()
+            .ok()
+            .filter(|w| (1..=1000).contains(w))
+            .ok_or_else(|| format!("`{entry}`: the weight must be 1..=1000"))?;
+        out.push((key.trim().to_owned(), weight));
+    }
+    Ok(out)
 }
 
 impl Default for FlowControlConfig {
@@ -109,6 +194,14 @@ impl Default for FlowControlConfig {
             early_admission_enable: true,
             busy_retry_hint_enable: true,
             topic_quotas: String::new(),
+            client_quotas: String::new(),
+            adaptive_admission_enable: true,
+            admission_target_mills: crate::sojourn::DEFAULT_TARGET.as_millis() as u64,
+            admission_interval_mills: crate::sojourn::DEFAULT_INTERVAL.as_millis() as u64,
+            send_share_key: ShareKey::Topic,
+            pull_share_key: ShareKey::ConsumerGroup,
+            max_shares_per_queue: crate::queue::DEFAULT_MAX_SHARES,
+            share_weights: String::new(),
         }
     }
 }
@@ -182,21 +275,99 @@ impl FlowControlConfig {
             1 << 20,
             usize::MAX,
         )?;
-        crate::parse_quotas(&self.topic_quotas).map_err(|why| ConfigError {
-            key: "topicQuotas",
-            value: self.topic_quotas.clone(),
-            allowed: format!(
-                "topic=limit[,limit] entries separated by `;`, limits N/s, N B/s, N KiB/s or \
-                 N MiB/s ({why})"
+        for (key, value) in [
+            ("topicQuotas", &self.topic_quotas),
+            ("clientQuotas", &self.client_quotas),
+        ] {
+            crate::parse_quotas(value).map_err(|why| ConfigError {
+                key,
+                value: value.clone(),
+                allowed: format!(
+                    "key=limit[,limit] entries separated by `;`, limits N/s, N B/s, N KiB/s or \
+                     N MiB/s ({why})"
+                ),
+            })?;
+        }
+        range(
+            "admissionTargetMills",
+            self.admission_target_mills,
+            1,
+            10_000,
+        )?;
+        range(
+            "admissionIntervalMills",
+            self.admission_interval_mills,
+            1,
+            60_000,
+        )?;
+        range("maxSharesPerQueue", self.max_shares_per_queue, 1, 4096)?;
+        for (key, value, allowed) in [
+            (
+                "sendShareKey",
+                self.send_share_key,
+                [
+                    ShareKey::Topic,
+                    ShareKey::ProducerGroup,
+                    ShareKey::ClientId,
+                    ShareKey::None,
+                ],
             ),
+            (
+                "pullShareKey",
+                self.pull_share_key,
+                [
+                    ShareKey::ConsumerGroup,
+                    ShareKey::Topic,
+                    ShareKey::ClientId,
+                    ShareKey::None,
+                ],
+            ),
+        ] {
+            if !allowed.contains(&value) {
+                return Err(ConfigError {
+                    key,
+                    value: value.as_str().to_owned(),
+                    allowed: allowed.map(ShareKey::as_str).join(", "),
+                });
+            }
+        }
+        parse_share_weights(&self.share_weights).map_err(|why| ConfigError {
+            key: "shareWeights",
+            value: self.share_weights.clone(),
+            allowed: format!("key=weight entries separated by `;` ({why})"),
         })?;
         Ok(())
+    }
+
+    /// Adaptive admission's parameters, `None` when it is off.
+    pub fn sojourn_control(&self) -> Option<crate::SojournControl> {
+        self.adaptive_admission_enable
+            .then(|| crate::SojournControl {
+                target: std::time::Duration::from_millis(self.admission_target_mills),
+                interval: std::time::Duration::from_millis(self.admission_interval_mills),
+            })
+    }
+
+    /// The weights of `shareWeights` (valid once
+    /// [`FlowControlConfig::validate`] passed; empty otherwise).
+    pub fn share_weight_map(&self) -> std::collections::HashMap<std::sync::Arc<str>, u32> {
+        parse_share_weights(&self.share_weights)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, w)| (std::sync::Arc::from(k.as_str()), w))
+            .collect()
     }
 
     /// The per-topic quotas of `topicQuotas` (valid once
     /// [`FlowControlConfig::validate`] passed; empty otherwise).
     pub fn topic_quota_list(&self) -> Vec<(String, crate::Quota)> {
         crate::parse_quotas(&self.topic_quotas).unwrap_or_default()
+    }
+
+    /// The per-client quotas of `clientQuotas` (valid once
+    /// [`FlowControlConfig::validate`] passed; empty otherwise).
+    pub fn client_quota_list(&self) -> Vec<(String, crate::Quota)> {
+        crate::parse_quotas(&self.client_quotas).unwrap_or_default()
     }
 }
 
@@ -248,16 +419,24 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "adaptiveAdmissionEnable",
                 "adminBrokerThreadPoolQueueCapacity",
+                "admissionIntervalMills",
+                "admissionTargetMills",
                 "brokerFastFailureEnable",
                 "busyRetryHintEnable",
                 "clientManagerThreadPoolQueueCapacity",
+                "clientQuotas",
                 "consumerManagerThreadPoolQueueCapacity",
                 "earlyAdmissionEnable",
                 "heartbeatThreadPoolQueueCapacity",
+                "maxSharesPerQueue",
+                "pullShareKey",
                 "pullThreadPoolQueueCapacity",
                 "requestQueueCapacityBytes",
+                "sendShareKey",
                 "sendThreadPoolQueueCapacity",
+                "shareWeights",
                 "topicQuotas",
                 "waitTimeMillsInAckQueue",
                 "waitTimeMillsInAdminBrokerQueue",
@@ -323,5 +502,43 @@ mod tests {
         let err = c.validate().unwrap_err();
         assert_eq!(err.key, "topicQuotas");
         assert!(err.to_string().contains("the unit must be"), "{err}");
+        let c = FlowControlConfig {
+            send_share_key: ShareKey::ConsumerGroup,
+            ..FlowControlConfig::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "invalid value consumerGroup for `sendShareKey`: topic, producerGroup, clientId, none"
+        );
+        let c = FlowControlConfig {
+            share_weights: "Orders=3; Logs=0".into(),
+            ..FlowControlConfig::default()
+        };
+        let err = c.validate().unwrap_err();
+        assert_eq!(err.key, "shareWeights");
+        assert!(
+            err.to_string()
+                .contains("`Logs=0`: the weight must be 1..=1000"),
+            "{err}"
+        );
+        let c = FlowControlConfig {
+            admission_target_mills: 0,
+            ..FlowControlConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().key, "admissionTargetMills");
+    }
+
+    #[test]
+    fn share_settings_read_from_a_file() {
+        let c: FlowControlConfig = serde_json::from_str(
+            r#"{"sendShareKey":"producerGroup","pullShareKey":"none","shareWeights":"Orders=4;Logs=1","adaptiveAdmissionEnable":false}"#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.send_share_key, ShareKey::ProducerGroup);
+        assert_eq!(c.pull_share_key, ShareKey::None);
+        assert_eq!(c.share_weight_map().get("Orders"), Some(&4));
+        assert_eq!(c.sojourn_control(), None);
+        assert!(FlowControlConfig::default().sojourn_control().is_some());
     }
 }

@@ -68,6 +68,13 @@ impl TokenBucket {
         self.tokens -= n as f64;
     }
 
+    /// Gives back `n` units taken for a request that was refused after all
+    /// (the bucket never holds more than one second's worth).
+    pub fn give_back(&mut self, n: u64, now: Instant) {
+        self.refill(now);
+        self.tokens = (self.tokens + n as f64).min(self.rate);
+    }
+
     /// Takes `n` units if they may be taken now; otherwise how long until
     /// they may.
     ///
@@ -108,6 +115,25 @@ impl QuotaUnit {
         match self {
             QuotaUnit::Messages => "messages",
             QuotaUnit::Bytes => "bytes",
+        }
+    }
+}
+
+/// Whose quota refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaScope {
+    /// The topic's (`topicQuotas`).
+    Topic,
+    /// The sending client's (`clientQuotas`).
+    Client,
+}
+
+impl QuotaScope {
+    /// The scope as a remark and metric label write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaScope::Topic => "topic",
+            QuotaScope::Client => "client",
         }
     }
 }
@@ -173,6 +199,15 @@ impl Limiter {
             b.take(bytes, now);
         }
         Ok(())
+    }
+
+    fn give_back(&mut self, messages: u64, bytes: u64, now: Instant) {
+        if let Some(b) = &mut self.messages {
+            b.give_back(messages, now);
+        }
+        if let Some(b) = &mut self.bytes {
+            b.give_back(bytes, now);
+        }
     }
 }
 
@@ -253,6 +288,14 @@ impl Quotas {
             None => Ok(()),
         }
     }
+
+    /// Gives back what [`Quotas::admit`] took for a request that another
+    /// limit then refused.
+    pub fn give_back(&self, key: &str, messages: u64, bytes: u64, now: Instant) {
+        if let Some(limiter) = self.lock().get_mut(key) {
+            limiter.give_back(messages, bytes, now);
+        }
+    }
 }
 
 fn set_in(limiters: &mut HashMap<String, Limiter>, key: &str, quota: Quota, now: Instant) {
@@ -321,6 +364,28 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn tokens_given_back_are_available_again_up_to_the_burst() {
+        let t0 = Instant::now();
+        let q = Quotas::new();
+        q.set(
+            "T",
+            Quota {
+                messages_per_sec: Some(2),
+                bytes_per_sec: None,
+            },
+            t0,
+        );
+        q.admit("T", 2, 0, t0).unwrap();
+        assert!(q.admit("T", 1, 0, t0).is_err());
+        q.give_back("T", 1, 0, t0);
+        q.admit("T", 1, 0, t0).unwrap();
+        // Never more than the burst.
+        q.give_back("T", 10, 0, t0);
+        q.admit("T", 2, 0, t0).unwrap();
+        assert!(q.admit("T", 1, 0, t0).is_err());
     }
 
     #[test]

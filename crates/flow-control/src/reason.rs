@@ -116,11 +116,14 @@ pub enum Reason {
     /// Sluice's quotas: the request's key (topic or client) is over its
     /// rate; the answer says when its tokens are back.
     #[error(
-        "[QUOTA]broker busy, over the quota of {limit} {}/s, retry after {}ms",
+        "[QUOTA]broker busy, over the {} quota of {limit} {}/s, retry after {}ms",
+        scope.as_str(),
         unit.as_str(),
         retry_after.as_millis()
     )]
     OverQuota {
+        /// Whose quota: the topic's or the client's.
+        scope: crate::quota::QuotaScope,
         /// The limit that refused it.
         unit: crate::quota::QuotaUnit,
         /// That limit, per second.
@@ -128,12 +131,49 @@ pub enum Reason {
         /// When the request would be let through.
         retry_after: Duration,
     },
+    /// Sluice's fair shares: the queue was full and the request's share
+    /// already held its fair part of it (RocketMQ's `[OVERLOAD]`, with the
+    /// share's figures).
+    #[error(
+        "[OVERLOAD]system busy, start flow control for a while, \
+         share full: {share_len} of {share_capacity} queued, shares waiting: {shares}"
+    )]
+    ShareFull {
+        /// Tasks of the request's share in the queue.
+        share_len: usize,
+        /// The share's fair part of the capacity at that moment.
+        share_capacity: usize,
+        /// Shares with waiting tasks, this one included.
+        shares: usize,
+    },
+    /// Sluice's adaptive admission: the request's share has had a standing
+    /// queue (sojourns above the target for an interval) and the request
+    /// would wait longer than the target: the share's oldest request has,
+    /// or the work ahead of it would take longer.
+    #[error(
+        "[EARLY_REJECT]broker busy, start flow control for a while, \
+         standing queue: period in queue: {}ms, predicted wait: {}ms, target: {}ms, \
+         size of share: {share_len}",
+        head_wait.as_millis(),
+        predicted_wait.as_millis(),
+        target.as_millis()
+    )]
+    StandingQueue {
+        /// How long the share's oldest request had waited.
+        head_wait: Duration,
+        /// The wait predicted for the request.
+        predicted_wait: Duration,
+        /// The sojourn target.
+        target: Duration,
+        /// Requests of the share in the queue.
+        share_len: usize,
+    },
 }
 
 impl Reason {
     /// Every metric label, in a fixed order (the order of [`Reason`]'s
     /// variants).
-    pub const LABELS: [&'static str; 9] = [
+    pub const LABELS: [&'static str; 11] = [
         "reject_request",
         "overload",
         "pcbusy_clean_queue",
@@ -143,6 +183,8 @@ impl Reason {
         "shutting_down",
         "overload_bytes",
         "over_quota",
+        "share_full",
+        "standing_queue",
     ];
 
     /// The remark RocketMQ sends with this rejection.
@@ -166,6 +208,8 @@ impl Reason {
     /// | `Overload`, `OverloadBytes` | [`OVERLOAD_RETRY_AFTER`] |
     /// | `ShuttingDown` | [`MAX_RETRY_AFTER`] |
     /// | `OverQuota` | when the tokens are back, up to [`MAX_QUOTA_RETRY_AFTER`] |
+    /// | `ShareFull` | [`OVERLOAD_RETRY_AFTER`] |
+    /// | `StandingQueue` | the oldest request's wait or the predicted one, the longer |
     ///
     /// A measured or predicted wait is how long the queue currently makes
     /// requests wait, so retrying sooner would likely meet the same queue.
@@ -177,7 +221,14 @@ impl Reason {
             Reason::PcBusyCleanQueue { waited, .. } => waited.max(PAGE_CACHE_RETRY_AFTER),
             Reason::EarlyReject { predicted_wait, .. } => predicted_wait,
             Reason::RejectRequest | Reason::PcSynchronized => PAGE_CACHE_RETRY_AFTER,
-            Reason::Overload { .. } | Reason::OverloadBytes { .. } => OVERLOAD_RETRY_AFTER,
+            Reason::Overload { .. } | Reason::OverloadBytes { .. } | Reason::ShareFull { .. } => {
+                OVERLOAD_RETRY_AFTER
+            }
+            Reason::StandingQueue {
+                head_wait,
+                predicted_wait,
+                ..
+            } => head_wait.max(predicted_wait),
             Reason::ShuttingDown => MAX_RETRY_AFTER,
             Reason::OverQuota { retry_after, .. } => {
                 return retry_after.clamp(MIN_RETRY_AFTER, MAX_QUOTA_RETRY_AFTER);
@@ -198,6 +249,8 @@ impl Reason {
             Reason::ShuttingDown => 6,
             Reason::OverloadBytes { .. } => 7,
             Reason::OverQuota { .. } => 8,
+            Reason::ShareFull { .. } => 9,
+            Reason::StandingQueue { .. } => 10,
         }
     }
 }
@@ -280,6 +333,33 @@ mod tests {
             "[OVERLOAD]system busy, start flow control for a while, \
              queued bytes: 268000000, limit: 268435456"
         );
+        assert_eq!(
+            Reason::ShareFull {
+                share_len: 5000,
+                share_capacity: 3333,
+                shares: 3
+            }
+            .remark(),
+            "[OVERLOAD]system busy, start flow control for a while, \
+             share full: 5000 of 3333 queued, shares waiting: 3"
+        );
+        let standing = Reason::StandingQueue {
+            head_wait: Duration::from_micros(7_900),
+            predicted_wait: ms(3),
+            target: ms(5),
+            share_len: 412,
+        };
+        assert_eq!(
+            standing.remark(),
+            "[EARLY_REJECT]broker busy, start flow control for a while, \
+             standing queue: period in queue: 7ms, predicted wait: 3ms, target: 5ms, \
+             size of share: 412"
+        );
+        assert_eq!(
+            standing.retry_after(),
+            MIN_RETRY_AFTER,
+            "7.9 ms, clamped up"
+        );
     }
 
     #[test]
@@ -324,9 +404,21 @@ mod tests {
                 capacity_bytes: 0,
             },
             Reason::OverQuota {
+                scope: crate::quota::QuotaScope::Client,
                 unit: crate::quota::QuotaUnit::Bytes,
                 limit: 1,
                 retry_after: ms(1),
+            },
+            Reason::ShareFull {
+                share_len: 0,
+                share_capacity: 0,
+                shares: 0,
+            },
+            Reason::StandingQueue {
+                head_wait: ms(0),
+                predicted_wait: ms(0),
+                target: ms(0),
+                share_len: 0,
             },
         ];
         let labels: Vec<_> = all.iter().map(Reason::label).collect();
@@ -341,7 +433,9 @@ mod tests {
                 "early_reject",
                 "shutting_down",
                 "overload_bytes",
-                "over_quota"
+                "over_quota",
+                "share_full",
+                "standing_queue"
             ]
         );
         assert_eq!(labels, Reason::LABELS);
@@ -392,6 +486,7 @@ mod tests {
         assert_eq!(overload.retry_after(), OVERLOAD_RETRY_AFTER);
         assert_eq!(Reason::ShuttingDown.retry_after(), MAX_RETRY_AFTER);
         let quota = |retry_after| Reason::OverQuota {
+            scope: crate::quota::QuotaScope::Topic,
             unit: crate::quota::QuotaUnit::Messages,
             limit: 100,
             retry_after,
@@ -404,7 +499,7 @@ mod tests {
         );
         assert_eq!(
             quota(ms(37)).remark(),
-            "[QUOTA]broker busy, over the quota of 100 messages/s, retry after 37ms"
+            "[QUOTA]broker busy, over the topic quota of 100 messages/s, retry after 37ms"
         );
     }
 }

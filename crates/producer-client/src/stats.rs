@@ -39,7 +39,7 @@ pub struct ProducerStats {
     pub busy_retries: u64,
     /// Busy answers returned because the retry budget had no token.
     pub budget_exhausted: u64,
-    /// Waits for a topic's quota (`[QUOTA]` answers): each waited what the
+    /// Waits for a topic's or client's quota (`[QUOTA]` answers): each waited what the
     /// broker said and spent neither an attempt nor a budget token.
     pub quota_waits: u64,
 }

@@ -101,6 +101,7 @@ async fn a_second_broker_takes_over_from_one_that_is_really_busy() {
             ("sendThreadPoolQueueCapacity", "1"),
             ("faultPutLockDelayMills", "300"),
             ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
             ("waitTimeMillsInSendQueue", "60000"),
         ])
         .await;

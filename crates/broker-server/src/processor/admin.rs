@@ -12,9 +12,10 @@ use remoting_protocol::{
 
 use crate::{
     config::BrokerConfig,
+    metrics::OVERFLOW_LABEL,
     processor::bad_header,
     request::Family,
-    state::{max_wait_ms, queue_capacity, BrokerState},
+    state::{configure_queues, max_wait_ms, queue_capacity, BrokerState},
     topics::validate_topic_name,
 };
 
@@ -34,6 +35,14 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "earlyAdmissionEnable",
     "busyRetryHintEnable",
     "topicQuotas",
+    "clientQuotas",
+    "adaptiveAdmissionEnable",
+    "admissionTargetMills",
+    "admissionIntervalMills",
+    "sendShareKey",
+    "pullShareKey",
+    "maxSharesPerQueue",
+    "shareWeights",
     "osPageCacheBusyTimeOutMills",
     "faultPutLockDelayMills",
 ];
@@ -160,11 +169,12 @@ pub(crate) fn apply_runtime(state: &BrokerState, cfg: &BrokerConfig) {
     for family in Family::ALL {
         let queue = state.queue(family);
         queue.set_capacity(queue_capacity(cfg, family));
-        queue.set_capacity_bytes(f.request_queue_capacity_bytes);
         if let Some(wait) = max_wait_ms(cfg, family) {
             let _ = state.fast_failure.set_max_wait(queue.name(), ms(wait));
         }
     }
+    configure_queues(&state.queues, f);
+    state.share_keys.set(f);
     state.early_admission.store(
         f.early_admission_enable,
         std::sync::atomic::Ordering::Relaxed,
@@ -176,6 +186,9 @@ pub(crate) fn apply_runtime(state: &BrokerState, cfg: &BrokerConfig) {
     state
         .quotas
         .replace(&f.topic_quota_list(), std::time::Instant::now());
+    state
+        .client_quotas
+        .replace(&f.client_quota_list(), std::time::Instant::now());
     state
         .store
         .set_os_page_cache_busy_timeout_ms(cfg.store.os_page_cache_busy_time_out_mills);
@@ -226,7 +239,33 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
         );
     }
     put("pullHoldRequests", state.pull_hold.len().to_string());
+    for (family, key) in [
+        (Family::Send, "sendQueueShares"),
+        (Family::Pull, "pullQueueShares"),
+    ] {
+        let shares: Vec<String> = state
+            .queue(family)
+            .shares(now)
+            .into_iter()
+            .filter(|f| f.len > 0)
+            .map(|f| {
+                format!(
+                    "{}:{}:{}:{}",
+                    if f.key.is_empty() {
+                        OVERFLOW_LABEL
+                    } else {
+                        &f.key
+                    },
+                    f.len,
+                    f.head_wait.map_or(0, |d| d.as_millis()),
+                    f.shedding
+                )
+            })
+            .collect();
+        put(key, shares.join(";"));
+    }
     put("topicQuotas", state.config().flow.topic_quotas.clone());
+    put("clientQuotas", state.config().flow.client_quotas.clone());
     put(
         "commitLogMaxOffset",
         state.store.max_physical_offset().to_string(),
