@@ -4,7 +4,8 @@
 //!
 //! - `overload`: measures the broker's sustainable rate (closed loop), then
 //!   offers a multiple of it (2x) open loop with `waitTimeMillsInSendQueue`
-//!   200, once with early admission on and once off, each on a fresh broker;
+//!   200, under adaptive admission (the default), early admission alone,
+//!   and neither (RocketMQ's behaviour), each on a fresh broker;
 //!   prints the table (`sluice-bench overload-report`) and writes
 //!   `overload.json` and `overload.png` to the output directory. By default
 //!   the capacity is bounded by a fault-injected put-lock delay
@@ -35,6 +36,7 @@ mod closed;
 mod overload;
 mod protocols;
 mod runner;
+mod two_topics;
 
 use std::path::{Path, PathBuf};
 
@@ -45,7 +47,8 @@ use runner::run_experiment;
 const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols> [options]
 
   overload [--quick] [--out DIR] [--bound fault|cpu] [--fault-ms N]
-           capacity, then 2x capacity with early admission on and off
+           capacity, then 2x capacity with adaptive admission, early
+           admission alone, and neither
            (--bound fault, the default: capacity bounded by
            faultPutLockDelayMills=N, default 1; cpu: no fault)
   closed   [--quick] [--out DIR] [--connections N]

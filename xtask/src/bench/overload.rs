@@ -1,7 +1,8 @@
 //! `cargo xtask bench overload`: the broker's sustainable rate closed loop,
-//! then twice that offered open loop with early admission on and off, each
-//! on a fresh broker; the table, `overload.json` and `overload.png` come
-//! from `sluice-bench overload-report`.
+//! then twice that offered open loop under each admission setting (adaptive
+//! admission, the default; early admission alone; both off, RocketMQ's
+//! behaviour), each on a fresh broker; the table, `overload.json` and
+//! `overload.png` come from `sluice-bench overload-report`.
 
 use std::process::Command;
 
@@ -9,13 +10,21 @@ use anyhow::{bail, Context, Result};
 
 use super::{
     runner::{load, strings, Broker, Setup},
-    Bound, Options,
+    two_topics, Bound, Options,
 };
 
 /// The send queue's wait limit the overload experiment uses, ms.
 const WAIT_LIMIT_MS: u64 = 200;
 /// Offered load of the overload experiment, as a multiple of capacity.
 const OVERLOAD_FACTOR: f64 = 2.0;
+
+/// The admission settings compared: label, file name, adaptive admission,
+/// early admission.
+const SETTINGS: [(&str, &str, bool, bool); 3] = [
+    ("adaptive (default)", "adaptive", true, true),
+    ("early admission only", "early", false, true),
+    ("RocketMQ (both off)", "off", false, false),
+];
 
 /// Runs the experiment.
 pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
@@ -24,10 +33,13 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
     let (bound_text, in_flight, connections) = match options.bound {
         Bound::Fault(ms) => {
             common.push(format!("faultPutLockDelayMills={ms}"));
+            // The lock serializes appends: a second worker would only hold
+            // one more request waiting at the lock, outside the queue.
+            common.push("sendMessageThreadPoolNums=1".to_owned());
             (
                 format!(
                     "faultPutLockDelayMills={ms}: every append sleeps {ms} ms holding the put lock \
-                     (fault injection), so capacity is set by the lock, not by CPU"
+                     (fault injection), so capacity is set by the lock, not by CPU; one send worker"
                 ),
                 // Enough to keep the lock busy, too few to wait past the limit.
                 16,
@@ -44,10 +56,10 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
     let mut capacity_file = None;
     let mut capacity = 0.0;
     let mut runs = Vec::new();
-    for (label, early) in [("early admission on", true), ("early admission off", false)] {
+    for (label, name, adaptive, early) in SETTINGS {
         let mut settings = common.clone();
+        settings.push(format!("adaptiveAdmissionEnable={adaptive}"));
         settings.push(format!("earlyAdmissionEnable={early}"));
-        let name = if early { "on" } else { "off" };
         let broker = Broker::start(setup, &format!("broker-{name}"), &settings)?;
         if capacity_file.is_none() {
             let (file, report) = load(
@@ -108,5 +120,17 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
          loop for {overload_secs} s, 1 KiB messages, one fresh broker per setting{}",
         options.settings_note(";")
     );
-    crate::run(report)
+    crate::run(report)?;
+    two_topics::run(
+        setup,
+        &two_topics::Phase {
+            common: &common,
+            capacity_file: &capacity_file,
+            capacity,
+            secs: overload_secs,
+            connections,
+            bound_text: &bound_text,
+            limit_ms: WAIT_LIMIT_MS,
+        },
+    )
 }
