@@ -3,19 +3,23 @@
 //! robin, so that a flood on one key only fills its own share.
 //!
 //! # Scheduling
-//! Shares with waiting tasks form a ring. The share at the front hands out
-//! up to its weight of tasks (its quantum; every task costs one), then goes
-//! to the back of the ring. A share that empties leaves the ring and rejoins
-//! at the back with a full quantum when a task arrives. So with `n` shares
-//! waiting, a task at the head of its share is taken within
-//! `sum of the other shares' weights` pops, and over time each busy share
-//! gets pops in proportion to its weight.
+//! Two lists of shares, as FQ-CoDel keeps them: new and old. A share that
+//! gets a task while on neither list joins the back of the new list with a
+//! full quantum (its weight; every task costs one). Workers take from the
+//! front of the new list, else of the old one. A share whose quantum is
+//! spent goes to the back of the old list with a fresh one. A share found
+//! empty at the front of the new list moves to the old list; found empty
+//! at the front of the old list, it leaves. So a sparse share (a quiet topic whose sends find it
+//! empty) is served at the next pop, ahead of the busy shares, while a
+//! share can only be new again after a pass through the old list: no share
+//! waits more than two turns of each other share (`2 x` the sum of their
+//! weights pops), and busy shares get pops in proportion to their weights.
 //!
 //! # Bounds
 //! At most `max_shares` keys have a share of their own. A new key past that
-//! takes over a share that is empty (its key is forgotten); when none is,
-//! it goes to the overflow share, slot 0, which is also the share of tasks
-//! pushed without a key.
+//! takes over a share that is empty and on no list (its key is forgotten);
+//! when none is, it goes to the overflow share, slot 0, which is also the
+//! share of tasks pushed without a key.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -74,7 +78,8 @@ pub(crate) struct Share<T> {
     pub weight: u32,
     /// Pops left in the current turn.
     deficit: u32,
-    in_ring: bool,
+    /// On the new or the old list.
+    listed: bool,
     pub sojourn: Sojourn,
     pub served: u64,
 }
@@ -87,7 +92,7 @@ impl<T> Share<T> {
             bytes: 0,
             weight: weight.max(1),
             deficit: 0,
-            in_ring: false,
+            listed: false,
             sojourn: Sojourn::new(),
             served: 0,
         }
@@ -98,12 +103,15 @@ impl<T> Share<T> {
     }
 }
 
-/// Every share of a queue, the ring of those with tasks, and the totals.
+/// Every share of a queue, the new and old lists, and the totals.
 #[derive(Debug)]
 pub(crate) struct Shares<T> {
     slots: Vec<Share<T>>,
     keys: HashMap<Arc<str>, usize>,
-    ring: VecDeque<usize>,
+    new: VecDeque<usize>,
+    old: VecDeque<usize>,
+    /// Shares holding tasks.
+    nonempty: usize,
     weights: HashMap<Arc<str>, u32>,
     /// The slot `slot_for` returned last.
     last: usize,
@@ -119,7 +127,9 @@ impl<T> Shares<T> {
         Self {
             slots: vec![Share::new(Arc::from(OVERFLOW_SHARE), 1)],
             keys: HashMap::new(),
-            ring: VecDeque::new(),
+            new: VecDeque::new(),
+            old: VecDeque::new(),
+            nonempty: 0,
             weights: HashMap::new(),
             last: 0,
             max_shares,
@@ -152,7 +162,9 @@ impl<T> Shares<T> {
             return slot;
         }
         // Take over an empty share; its key starts afresh when it returns.
-        let Some(slot) = (1..self.slots.len()).find(|&i| self.slots[i].tasks.is_empty()) else {
+        let Some(slot) = (1..self.slots.len())
+            .find(|&i| self.slots[i].tasks.is_empty() && !self.slots[i].listed)
+        else {
             return 0;
         };
         let old = std::mem::replace(&mut self.slots[slot], Share::new(Arc::clone(&key), weight));
@@ -171,7 +183,7 @@ impl<T> Shares<T> {
 
     /// Shares with waiting tasks.
     pub fn active(&self) -> usize {
-        self.ring.len()
+        self.nonempty
     }
 
     /// Appends a task to a share.
@@ -180,44 +192,62 @@ impl<T> Shares<T> {
         share.bytes += task.bytes;
         self.bytes += task.bytes;
         self.len += 1;
+        if share.tasks.is_empty() {
+            self.nonempty += 1;
+        }
         share.tasks.push_back(task);
-        if !share.in_ring {
-            share.in_ring = true;
+        if !share.listed {
+            share.listed = true;
             share.deficit = share.weight;
-            self.ring.push_back(slot);
+            self.new.push_back(slot);
         }
     }
 
-    /// Takes the next task in deficit-round-robin order, with its slot and
-    /// whether its share is now empty.
+    /// Takes the next task in deficit-round-robin order (new list first),
+    /// with its slot and whether its share is now empty.
     pub fn pop(&mut self) -> Option<(Task<T>, usize, bool)> {
-        let &slot = self.ring.front()?;
-        let task = self.take_head(slot)?;
-        let share = &mut self.slots[slot];
-        share.served += 1;
-        share.deficit = share.deficit.saturating_sub(1);
-        let emptied = share.tasks.is_empty();
-        if emptied || share.deficit == 0 {
-            self.ring.pop_front();
-            if emptied {
-                share.in_ring = false;
-            } else {
+        loop {
+            let (from_new, slot) = match (self.new.front(), self.old.front()) {
+                (Some(&slot), _) => (true, slot),
+                (None, Some(&slot)) => (false, slot),
+                (None, None) => return None,
+            };
+            let Some(task) = self.take_head(slot) else {
+                // Empty: from the new list to the old one, or off the lists.
+                self.unlist_front(from_new);
+                if from_new {
+                    self.old.push_back(slot);
+                } else {
+                    self.slots[slot].listed = false;
+                }
+                continue;
+            };
+            let share = &mut self.slots[slot];
+            share.served += 1;
+            share.deficit = share.deficit.saturating_sub(1);
+            let emptied = share.tasks.is_empty();
+            if share.deficit == 0 {
+                // Its turn is over: to the back of the old list.
                 share.deficit = share.weight;
-                self.ring.push_back(slot);
+                self.unlist_front(from_new);
+                self.old.push_back(slot);
             }
+            return Some((task, slot, emptied));
         }
-        Some((task, slot, emptied))
     }
 
-    /// Takes the head of one share (the sweeper's expiry), keeping the ring
-    /// consistent.
-    pub fn pop_from(&mut self, slot: usize) -> Option<Task<T>> {
-        let task = self.take_head(slot)?;
-        if self.slots[slot].tasks.is_empty() {
-            self.slots[slot].in_ring = false;
-            self.ring.retain(|&s| s != slot);
+    fn unlist_front(&mut self, from_new: bool) {
+        if from_new {
+            self.new.pop_front();
+        } else {
+            self.old.pop_front();
         }
-        Some(task)
+    }
+
+    /// Takes the head of one share (the sweeper's expiry); the share stays
+    /// on its list until the round robin finds it empty.
+    pub fn pop_from(&mut self, slot: usize) -> Option<Task<T>> {
+        self.take_head(slot)
     }
 
     fn take_head(&mut self, slot: usize) -> Option<Task<T>> {
@@ -226,12 +256,20 @@ impl<T> Shares<T> {
         share.bytes -= task.bytes;
         self.bytes -= task.bytes;
         self.len -= 1;
+        if share.tasks.is_empty() {
+            self.nonempty -= 1;
+        }
         Some(task)
     }
 
-    /// The slots of the shares with waiting tasks, in ring order.
+    /// The slots of the shares with waiting tasks, in list order.
     pub fn active_slots(&self) -> Vec<usize> {
-        self.ring.iter().copied().collect()
+        self.new
+            .iter()
+            .chain(&self.old)
+            .copied()
+            .filter(|&s| !self.slots[s].tasks.is_empty())
+            .collect()
     }
 
     /// Every task of every share, each share oldest first.
@@ -245,8 +283,9 @@ impl<T> Shares<T> {
 
     /// The oldest waiting task's wait, over every share.
     pub fn head_wait(&self, now: Instant) -> Option<Duration> {
-        self.ring
+        self.new
             .iter()
+            .chain(&self.old)
             .filter_map(|&s| self.slots[s].head_wait(now))
             .max()
     }
@@ -291,6 +330,28 @@ mod tests {
     }
 
     #[test]
+    fn a_share_that_turns_busy_again_is_served_next() {
+        let t = Instant::now();
+        let mut s = Shares::new(8);
+        let (busy, sparse) = (s.slot_for("busy"), s.slot_for("sparse"));
+        for n in 0..10 {
+            s.push(busy, task(n, t));
+        }
+        assert_eq!(s.pop().map(|p| p.0.payload), Some(0));
+        assert_eq!(s.pop().map(|p| p.0.payload), Some(1));
+        s.push(sparse, task(100, t));
+        assert_eq!(s.pop().map(|p| p.0.payload), Some(100), "sparse goes first");
+        assert_eq!(s.pop().map(|p| p.0.payload), Some(2));
+        // Busy again at once: it is served first again, but only after the
+        // busy share got its turn in between.
+        s.push(sparse, task(101, t));
+        assert_eq!(s.pop().map(|p| p.0.payload), Some(101));
+        s.push(sparse, task(102, t));
+        assert_eq!(s.pop().map(|p| p.0.payload), Some(3));
+        assert_eq!(s.pop().map(|p| p.0.payload), Some(102));
+    }
+
+    #[test]
     fn shares_are_served_in_turn_and_each_in_order() {
         let t = Instant::now();
         let mut s = Shares::new(8);
@@ -326,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn popping_a_share_head_leaves_the_ring_consistent() {
+    fn popping_a_share_head_leaves_the_lists_consistent() {
         let t = Instant::now();
         let mut s = Shares::new(4);
         let (a, b) = (s.slot_for("a"), s.slot_for("b"));

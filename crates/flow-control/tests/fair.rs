@@ -25,10 +25,11 @@ fn push(q: &RequestQueue<(usize, u64)>, share: usize, id: u64, now: Instant) -> 
 }
 
 proptest! {
-    /// Every share with waiting tasks is served within the sum of the
-    /// other shares' weights, whatever the arrivals; each share in order.
+    /// Every share with waiting tasks is served within twice the sum of
+    /// the other shares' weights, whatever the arrivals; each share in
+    /// order.
     #[test]
-    fn no_share_waits_more_than_one_round(
+    fn no_share_waits_more_than_two_rounds(
         weights in prop::collection::vec(1u32..5, 1..6),
         ops in prop::collection::vec((0usize..6, 0u8..3), 1..400),
     ) {
@@ -65,7 +66,7 @@ proptest! {
                     } else {
                         *c += 1;
                         prop_assert!(
-                            *c <= total - weights[i],
+                            *c <= 2 * (total - weights[i]),
                             "share {} waited {} pops (weights {:?})", i, *c, weights
                         );
                     }
