@@ -16,9 +16,9 @@
 //! - With one share the queue holds at most `capacity` tasks. With several,
 //!   a share is refused once it holds its fair part (`capacity / shares
 //!   waiting`) while the queue is at capacity, so a flooding share cannot
-//!   lock the others out; the queue then holds less than twice `capacity`.
-//!   Bytes are bounded the same way by the byte capacity, except that a
-//!   task alone in its share is always taken.
+//!   lock the others out; and every share is refused once the queue holds
+//!   twice `capacity`. Bytes are bounded the same way by the byte capacity,
+//!   except that a task alone in its share is always taken.
 //! - Shrinking the capacity never drops a queued task; it only refuses new
 //!   ones while the queue is over the new capacity.
 //! - The queue's byte count is the sum of its tasks' sizes: every task that
@@ -353,14 +353,16 @@ impl<T> RequestQueue<T> {
         let waiting = shares.active() + usize::from(share_len == 0);
         let capacity = self.capacity();
         if queue_len >= capacity {
-            let share_capacity = capacity / waiting;
+            let share_capacity = (capacity / waiting).max(1);
             if waiting == 1 {
                 return Some(Reason::Overload {
                     queue_len,
                     capacity,
                 });
             }
-            if share_len >= share_capacity {
+            // Shares that joined one after the other each got their fair
+            // part of a full queue; twice the capacity bounds the sum.
+            if share_len >= share_capacity || queue_len >= capacity.saturating_mul(2) {
                 return Some(Reason::ShareFull {
                     share_len,
                     share_capacity,
@@ -371,10 +373,13 @@ impl<T> RequestQueue<T> {
         let capacity_bytes = self.capacity_bytes();
         // One task alone in its share is always accepted, however large: the
         // frame limit bounds it, and refusing it would refuse it forever.
+        let bytes_after = shares.bytes.saturating_add(a.bytes);
         if a.bytes > 0
             && share_len > 0
-            && shares.bytes.saturating_add(a.bytes) > capacity_bytes
-            && (waiting == 1 || share.bytes.saturating_add(a.bytes) > capacity_bytes / waiting)
+            && bytes_after > capacity_bytes
+            && (waiting == 1
+                || share.bytes.saturating_add(a.bytes) > capacity_bytes / waiting
+                || bytes_after > capacity_bytes.saturating_mul(2))
         {
             return Some(Reason::OverloadBytes {
                 queued_bytes: shares.bytes,

@@ -143,6 +143,27 @@ fn a_flooding_share_cannot_lock_a_quiet_one_out_of_a_full_queue() {
     assert_eq!(first, [0, 1, 0, 1]);
 }
 
+proptest! {
+    /// However many shares join a full queue one after the other, it never
+    /// holds twice its capacity.
+    #[test]
+    fn shares_joining_a_full_queue_never_take_it_past_twice_its_capacity(
+        capacity in 1usize..200,
+        shares in 2usize..64,
+    ) {
+        let q = RequestQueue::new("send", capacity);
+        let now = Instant::now();
+        for share in 0..shares {
+            let mut id = 0;
+            while push(&q, share, id, now).is_ok() {
+                id += 1;
+                prop_assert!(id <= 2 * capacity as u64, "share {} never refused", share);
+            }
+            prop_assert!(q.len() <= 2 * capacity, "{} queued of {}", q.len(), capacity);
+        }
+    }
+}
+
 #[test]
 fn each_share_expires_from_its_own_head() {
     let q = RequestQueue::new("send", 100);
