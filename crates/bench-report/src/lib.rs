@@ -69,6 +69,14 @@ pub struct Report {
     pub period_in_queue_ms: Option<PeriodMs>,
     /// The `retryAfterMs` back-off busy responses suggested.
     pub retry_after_ms: Option<PeriodMs>,
+    /// Closed loop honouring `retryAfterMs`: the waits it made (recorded
+    /// time only).
+    #[serde(default)]
+    pub hint_waits: u64,
+    /// Of those, the sends refused busy again right after their wait: a
+    /// hint shorter than the real wait.
+    #[serde(default)]
+    pub refused_after_hint: u64,
     /// Name server the route came from, when one was asked.
     pub namesrv: Option<String>,
     /// Each second of the recorded time (by completion).
@@ -240,6 +248,8 @@ mod tests {
                 max: 250,
             }),
             retry_after_ms: None,
+            hint_waits: 0,
+            refused_after_hint: 0,
             namesrv: None,
             series: vec![Second {
                 t: 1,

@@ -145,6 +145,11 @@ pub struct ProduceArgs {
     /// milliseconds after it stored it.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timer_delay_ms: Option<u64>,
+    /// Closed loop: after a busy answer carrying `retryAfterMs`, wait that
+    /// long before the next send (the report counts these waits and the
+    /// sends refused again right after one).
+    #[arg(long, conflicts_with = "rate")]
+    pub honour_retry_after: bool,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -171,6 +176,7 @@ impl ProduceArgs {
             delay_level: self.delay_level,
             timer_delay_ms: self.timer_delay_ms,
             progress: true,
+            honour_retry_after: self.honour_retry_after,
         };
         let mode = match self.rate {
             Some(rate_per_sec) => Mode::Open {

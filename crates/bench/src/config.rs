@@ -76,6 +76,10 @@ pub struct Config {
     pub timer_delay_ms: Option<u64>,
     /// Print a progress line to stderr every second.
     pub progress: bool,
+    /// Closed loop: after a busy answer that carries `retryAfterMs`, the
+    /// sender waits that long before its next send, as Sluice's producer
+    /// does for quota answers.
+    pub honour_retry_after: bool,
 }
 
 /// How requests are paced.
@@ -118,6 +122,7 @@ impl Config {
             timeout: Duration::from_secs(3),
             delay_level: None,
             timer_delay_ms: None,
+            honour_retry_after: false,
             progress: true,
         }
     }

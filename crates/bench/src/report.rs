@@ -259,6 +259,8 @@ impl Recorder {
             time_to_busy_ms: latency_of(&self.busy_latency_us),
             period_in_queue_ms: period_of(&self.period_in_queue_ms),
             retry_after_ms: period_of(&self.retry_after_ms),
+            hint_waits: 0,
+            refused_after_hint: 0,
             namesrv: config.namesrv.clone(),
             series: self.series.snapshot(),
         }
@@ -370,6 +372,13 @@ impl fmt::Display for Table<'_> {
         }
         if let Some(retry) = &report.retry_after_ms {
             period_row(f, "retry after", retry)?;
+        }
+        if report.hint_waits > 0 {
+            writeln!(
+                f,
+                "{:<18}{} (refused again right after one: {})",
+                "hinted waits", report.hint_waits, report.refused_after_hint
+            )?;
         }
         Ok(())
     }

@@ -24,7 +24,7 @@ use tokio::{task::JoinSet, time::Instant};
 
 use crate::{
     config::{Config, Mode},
-    outcome::Outcome,
+    outcome::{Busy, Outcome},
     report::{progress_line, Recorder, Report},
     schedule::Schedule,
     sender::Sender,
@@ -128,6 +128,9 @@ struct Shared {
     warmup_end: Instant,
     end: Instant,
     recorder: Mutex<Recorder>,
+    honour_retry_after: bool,
+    hint_waits: AtomicU64,
+    refused_after_hint: AtomicU64,
 }
 
 impl Shared {
@@ -143,18 +146,38 @@ impl Shared {
             warmup_end,
             end: warmup_end + config.duration,
             recorder: Mutex::new(Recorder::new()?),
+            honour_retry_after: config.honour_retry_after,
+            hint_waits: AtomicU64::new(0),
+            refused_after_hint: AtomicU64::new(0),
         })
     }
 
     async fn closed_sender(&self) {
+        let mut after_hint = false;
         loop {
             let sent_at = Instant::now();
             if sent_at >= self.end {
                 return;
             }
             let outcome = self.send_one(sent_at).await;
-            if outcome == Outcome::ConnectionError {
-                tokio::time::sleep(CONNECTION_ERROR_PAUSE).await;
+            let recorded = sent_at >= self.warmup_end;
+            if after_hint && recorded && matches!(outcome, Outcome::Busy(_)) {
+                self.refused_after_hint.fetch_add(1, Ordering::Relaxed);
+            }
+            after_hint = false;
+            match outcome {
+                Outcome::ConnectionError => tokio::time::sleep(CONNECTION_ERROR_PAUSE).await,
+                Outcome::Busy(Busy {
+                    retry_after_ms: Some(ms),
+                    ..
+                }) if self.honour_retry_after => {
+                    if recorded {
+                        self.hint_waits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    after_hint = true;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                _ => {}
             }
         }
     }
@@ -185,6 +208,8 @@ impl Shared {
     fn report(&self, config: &Config, mode: Mode) -> Report {
         let mut report = self.with_recorder(|r| r.report(config, mode));
         report.broker = self.sender.brokers();
+        report.hint_waits = self.hint_waits.load(Ordering::Relaxed);
+        report.refused_after_hint = self.refused_after_hint.load(Ordering::Relaxed);
         report
     }
 }

@@ -68,3 +68,30 @@ async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
     broker.shutdown().await;
     Ok(())
 }
+
+/// `--honour-retry-after`: a closed-loop sender that waits each `[QUOTA]`
+/// answer's hint is never refused again right after its wait (the hint is
+/// never shorter than the refill), and sends no faster than the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_honouring_quota_hints_is_paced_without_refusals_after_a_wait() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let broker = start_broker(dir.path(), &[("topicQuotas", "Paced=20/s")]).await?;
+    let mut config = Config::new(loopback(broker.remoting_addr()));
+    config.topic = "Paced".into();
+    config.queues = 1;
+    config.warmup = Duration::ZERO;
+    config.duration = Duration::from_secs(2);
+    config.body_bytes = 10;
+    config.progress = false;
+    config.honour_retry_after = true;
+    let report = tokio::time::timeout(Duration::from_secs(20), run::closed_loop(&config, 1))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert!(report.hint_waits > 0, "{}", Table(&report));
+    assert_eq!(report.refused_after_hint, 0, "{}", Table(&report));
+    assert_eq!(report.failed_total, report.hint_waits, "{}", Table(&report));
+    // The one-second burst, then 20 a second.
+    assert!(report.ok <= 20 + 2 * 20 + 1, "{}", Table(&report));
+    broker.shutdown().await;
+    Ok(())
+}

@@ -30,6 +30,10 @@ pub const PAGE_CACHE_RETRY_AFTER: Duration = Duration::from_millis(300);
 /// the send queue's 200 ms limit allows, usually far more.
 pub const OVERLOAD_RETRY_AFTER: Duration = Duration::from_millis(500);
 
+/// The shortest back-off an over-quota answer suggests: the hint is the
+/// refill time itself, in the whole milliseconds the header carries.
+pub const MIN_QUOTA_RETRY_AFTER: Duration = Duration::from_millis(1);
+
 /// The longest back-off an over-quota answer suggests: a bucket in debt
 /// after one very large request may need longer than [`MAX_RETRY_AFTER`].
 pub const MAX_QUOTA_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -207,7 +211,7 @@ impl Reason {
     /// | `RejectRequest`, `PcSynchronized` | [`PAGE_CACHE_RETRY_AFTER`] |
     /// | `Overload`, `OverloadBytes` | [`OVERLOAD_RETRY_AFTER`] |
     /// | `ShuttingDown` | [`MAX_RETRY_AFTER`] |
-    /// | `OverQuota` | when the tokens are back, up to [`MAX_QUOTA_RETRY_AFTER`] |
+    /// | `OverQuota` | when the tokens are back, from [`MIN_QUOTA_RETRY_AFTER`] up to [`MAX_QUOTA_RETRY_AFTER`] |
     /// | `ShareFull` | [`OVERLOAD_RETRY_AFTER`] |
     /// | `StandingQueue` | the oldest request's wait or the predicted one, the longer |
     ///
@@ -231,7 +235,7 @@ impl Reason {
             } => head_wait.max(predicted_wait),
             Reason::ShuttingDown => MAX_RETRY_AFTER,
             Reason::OverQuota { retry_after, .. } => {
-                return retry_after.clamp(MIN_RETRY_AFTER, MAX_QUOTA_RETRY_AFTER);
+                return retry_after.clamp(MIN_QUOTA_RETRY_AFTER, MAX_QUOTA_RETRY_AFTER);
             }
         };
         hint.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
@@ -492,7 +496,12 @@ mod tests {
             retry_after,
         };
         assert_eq!(quota(ms(2500)).retry_after(), ms(2500), "not capped at 1 s");
-        assert_eq!(quota(Duration::ZERO).retry_after(), MIN_RETRY_AFTER);
+        assert_eq!(quota(Duration::ZERO).retry_after(), MIN_QUOTA_RETRY_AFTER);
+        assert_eq!(
+            quota(ms(5)).retry_after(),
+            ms(5),
+            "a refill sooner than 10 ms"
+        );
         assert_eq!(
             quota(Duration::from_secs(600)).retry_after(),
             MAX_QUOTA_RETRY_AFTER

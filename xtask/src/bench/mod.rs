@@ -35,6 +35,7 @@
 mod closed;
 mod overload;
 mod protocols;
+mod quota;
 mod runner;
 mod two_topics;
 

@@ -9,6 +9,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::{
+    quota,
     runner::{load, strings, Broker, Setup},
     two_topics, Bound, Options,
 };
@@ -121,6 +122,7 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
         options.settings_note(";")
     );
     crate::run(report)?;
+    quota::run(setup, &common, capacity, overload_secs)?;
     two_topics::run(
         setup,
         &two_topics::Phase {

@@ -321,6 +321,8 @@ pub(super) fn sample_report(ok_per_sec: f64, p50: f64, p99: f64, p999: f64) -> R
         body_bytes: 1024,
         delay_level: None,
         timer_delay_ms: None,
+        hint_waits: 0,
+        refused_after_hint: 0,
         warmup_s: 1.0,
         duration_s: 10.0,
         sent: (ok_per_sec * 10.0) as u64,
