@@ -98,16 +98,15 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
 fn over_quota(state: &BrokerState, job: &Job, now: Instant) -> Option<Reason> {
     let request = &job.request;
     let code = request.request_code();
-    let topic = if code == RequestCode::SEND_MESSAGE_V2 || code == RequestCode::SEND_BATCH_MESSAGE {
-        request
-            .ext_fields
-            .get("b")
-            .or_else(|| request.ext_fields.get("topic"))
-    } else if code == RequestCode::SEND_MESSAGE {
-        request.ext_fields.get("topic")
-    } else {
-        None
-    }?;
+    let sends = [
+        RequestCode::SEND_MESSAGE,
+        RequestCode::SEND_MESSAGE_V2,
+        RequestCode::SEND_BATCH_MESSAGE,
+    ];
+    if !sends.contains(&code) {
+        return None;
+    }
+    let topic = job.header("b", "topic")?;
     let messages = if code == RequestCode::SEND_BATCH_MESSAGE {
         batch_entries(&request.body)
     } else {

@@ -150,9 +150,16 @@ pub struct BrokerMetrics {
     share_series: Mutex<Vec<(&'static str, String)>>,
 }
 
-/// How the overflow share (keyless requests, and keys past
-/// `maxSharesPerQueue`) is named in metrics and runtime info.
-pub const OVERFLOW_LABEL: &str = "(overflow)";
+/// How a share is named in metrics and runtime info: its key, or
+/// `(overflow)` for the overflow share (keyless requests, and keys past
+/// `maxSharesPerQueue`).
+pub fn share_label(key: &str) -> &str {
+    if key.is_empty() {
+        "(overflow)"
+    } else {
+        key
+    }
+}
 
 impl BrokerMetrics {
     /// Registers every handle with the installed recorder (no-op handles when none is).
@@ -230,22 +237,16 @@ impl BrokerMetrics {
         for family in [Family::Send, Family::Pull] {
             let queue = family.name();
             for f in queues[family].shares(now) {
-                let share = if f.key.is_empty() {
-                    OVERFLOW_LABEL.to_owned()
-                } else {
-                    f.key.to_string()
-                };
+                let share = share_label(&f.key).to_owned();
+                // In the order of SHARE_GAUGES.
                 let values = [
-                    ("sluice_share_queue_length", f.len as f64),
-                    (
-                        "sluice_share_head_wait_seconds",
-                        f.head_wait.map_or(0.0, |d| d.as_secs_f64()),
-                    ),
-                    ("sluice_share_shedding", f64::from(u8::from(f.shedding))),
-                    ("sluice_share_weight", f64::from(f.weight)),
-                    ("sluice_share_served", f.served as f64),
+                    f.len as f64,
+                    f.head_wait.map_or(0.0, |d| d.as_secs_f64()),
+                    f64::from(u8::from(f.shedding)),
+                    f64::from(f.weight),
+                    f.served as f64,
                 ];
-                for (name, value) in values {
+                for (name, value) in SHARE_GAUGES.into_iter().zip(values) {
                     gauge!(name, "queue" => queue, "share" => share.clone()).set(value);
                 }
                 current.push((queue, share));

@@ -28,6 +28,19 @@ pub struct Job {
     pub resumed: bool,
 }
 
+impl Job {
+    /// A header field by its abbreviated name (`SEND_MESSAGE_V2` and
+    /// batches abbreviate theirs: `a` producer group, `b` topic) or its
+    /// full one.
+    pub fn header(&self, short: &str, long: &str) -> Option<&str> {
+        let fields = &self.request.ext_fields;
+        fields
+            .get(short)
+            .or_else(|| fields.get(long))
+            .map(String::as_str)
+    }
+}
+
 /// Where the answer to a queued request goes.
 ///
 /// Remoting requests are answered on their connection; requests that the

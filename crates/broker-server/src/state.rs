@@ -245,20 +245,13 @@ impl BrokerState {
             return queue.push(job, now, admission);
         }
         queue.push_with(job, now, admission, |job| {
-            let fields = &job.request.ext_fields;
-            // SEND_MESSAGE_V2 and batches abbreviate their header fields.
             let (short, long) = match kind {
                 ShareKey::Topic => ("b", "topic"),
                 ShareKey::ProducerGroup => ("a", "producerGroup"),
                 ShareKey::ConsumerGroup => ("consumerGroup", "consumerGroup"),
                 ShareKey::ClientId | ShareKey::None => return Some(""),
             };
-            Some(
-                fields
-                    .get(short)
-                    .or_else(|| fields.get(long))
-                    .map_or("", String::as_str),
-            )
+            Some(job.header(short, long).unwrap_or(""))
         })
     }
 

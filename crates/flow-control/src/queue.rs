@@ -386,11 +386,15 @@ impl<T> RequestQueue<T> {
                 capacity_bytes,
             });
         }
+        let control = self.sojourn_control();
+        if control.is_none() && a.max_wait.is_none() {
+            return None;
+        }
         // Under round robin a newcomer waits for its share's tasks and, for
         // each of them, a turn of every other waiting share.
         let ahead = queue_len.min((share_len + 1).saturating_mul(waiting));
         let predicted_wait = self.service.predict_wait(ahead, self.workers());
-        if let Some(control) = self.sojourn_control() {
+        if let Some(control) = control {
             let head_wait = share.head_wait(now);
             if share
                 .sojourn

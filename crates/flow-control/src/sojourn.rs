@@ -95,15 +95,13 @@ impl Sojourn {
             self.above_until = None;
             return;
         }
-        {
-            match self.above_until {
-                None => self.above_until = Some(now + control.interval),
-                Some(until) if now >= until => {
-                    self.above_until = None;
-                    self.shedding_until = Some(now + control.interval);
-                }
-                Some(_) => {}
+        match self.above_until {
+            None => self.above_until = Some(now + control.interval),
+            Some(until) if now >= until => {
+                self.above_until = None;
+                self.shedding_until = Some(now + control.interval);
             }
+            Some(_) => {}
         }
         if emptied {
             self.above_until = None;

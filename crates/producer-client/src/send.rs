@@ -272,7 +272,7 @@ impl Inner {
                     return give_up(e);
                 }
                 self.counters.quota_wait();
-                tracing::debug!(parent: &span, wait_ms = millis(wait), "over the topic's quota; waiting for its tokens");
+                tracing::debug!(parent: &span, wait_ms = millis(wait), "over a quota; waiting for its tokens");
                 tokio::time::sleep(wait).await;
                 last_err = Some(e);
                 continue;

@@ -12,7 +12,7 @@ use remoting_protocol::{
 
 use crate::{
     config::BrokerConfig,
-    metrics::OVERFLOW_LABEL,
+    metrics::share_label,
     processor::bad_header,
     request::Family,
     state::{configure_queues, max_wait_ms, queue_capacity, BrokerState},
@@ -251,11 +251,7 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
             .map(|f| {
                 format!(
                     "{}:{}:{}:{}",
-                    if f.key.is_empty() {
-                        OVERFLOW_LABEL
-                    } else {
-                        &f.key
-                    },
+                    share_label(&f.key),
                     f.len,
                     f.head_wait.map_or(0, |d| d.as_millis()),
                     f.shedding
