@@ -141,6 +141,16 @@ async fn a_poison_message_reaches_the_dead_letter_topic_while_its_queue_moves_on
     .await
     .unwrap();
     let queue = probe.fetch_queues(&dlq).await.unwrap().remove(0);
+    // The route appears when the dead-letter topic is made, which can be
+    // before its message is indexed: wait until a pull finds something.
+    wait_for(Duration::from_secs(15), || async {
+        probe
+            .pull(&queue, 0, 32)
+            .await
+            .is_ok_and(|p| p.status != PullStatus::NoNewMsg)
+    })
+    .await
+    .unwrap();
     let pulled = probe.pull(&queue, 0, 32).await.unwrap();
     assert_eq!(pulled.status, PullStatus::Found);
     assert_eq!(pulled.messages.len(), 1);
