@@ -16,8 +16,7 @@ use tokio::{
 };
 
 fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    proc_harness::free_port().unwrap()
 }
 
 /// The metrics page, or `None` when the connection is refused or reset.

@@ -23,10 +23,7 @@ fn sample(text: &str, parts: &[&str]) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_calls_are_counted_by_rpc_and_code_and_timed() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = proc_harness::free_port().unwrap();
     let port_text = port.to_string();
     let b = TestBroker::start(&[("metricsListenPort", port_text.as_str())]).await;
     let grpc = b.broker.grpc_addr().unwrap().port();

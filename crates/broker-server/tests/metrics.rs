@@ -11,10 +11,7 @@ use remoting_protocol::ResponseCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = proc_harness::free_port().unwrap();
     let port_text = port.to_string();
     let b = TestBroker::start(&[
         ("metricsListenPort", port_text.as_str()),

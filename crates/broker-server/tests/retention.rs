@@ -52,10 +52,7 @@ async fn min_offset(b: &TestBroker) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_files_go_on_request_and_lagging_groups_are_counted_first() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = proc_harness::free_port().unwrap();
     let port_text = port.to_string();
     // An hour far from now, so that only the request starts a deletion.
     let later = ((chrono::Local::now().hour() + 12) % 24).to_string();

@@ -22,16 +22,21 @@
 //! to build.
 
 use std::{
+    collections::{hash_map::RandomState, BTreeSet},
     env,
     error::Error,
     ffi::OsStr,
     fmt,
     fs::{self, File},
+    hash::{BuildHasher, Hasher},
     io,
     net::{SocketAddr, TcpListener, TcpStream},
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Mutex,
+    },
     thread,
     time::{Duration, Instant},
 };
@@ -57,14 +62,20 @@ pub struct Launch {
 impl Launch {
     /// A process called `name` (in messages) running `program`, logging to
     /// `log`.
+    ///
+    /// Errors it returns from `main` carry no backtrace
+    /// (`RUST_LIB_BACKTRACE=0`), so that the end of its log shows the error
+    /// itself; panics keep theirs when `RUST_BACKTRACE` asks for them.
     pub fn new(
         name: impl Into<String>,
         program: impl AsRef<OsStr>,
         log: impl Into<PathBuf>,
     ) -> Self {
+        let mut command = Command::new(program);
+        command.env("RUST_LIB_BACKTRACE", "0");
         Self {
             name: name.into(),
-            command: Command::new(program),
+            command,
             log: log.into(),
             append: false,
             tail_on_panic: None,
@@ -437,14 +448,59 @@ impl Error for WaitError {
     }
 }
 
-/// A loopback port that was free a moment ago (bound once, then released).
+/// Lowest port [`free_port`] hands out.
+const FIRST_PORT: u16 = 20_000;
+/// The ephemeral range Linux uses when `/proc` cannot be read.
+const DEFAULT_EPHEMERAL: (u16, u16) = (32_768, 60_999);
+
+/// A loopback port that was free a moment ago (bound once, then released),
+/// outside the kernel's ephemeral range and never handed out before by this
+/// process.
+///
+/// A port from the ephemeral range (what binding port 0 gives) can be taken
+/// by any outgoing connection between this call and the server's own bind,
+/// including the connection attempts that wait for that server; one such
+/// collision stops a broker with "Address already in use". Ports below the
+/// range are only ever taken by servers that bind them by number.
 ///
 /// # Errors
 /// When no port can be bound.
 pub fn free_port() -> io::Result<u16> {
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let (low, high) = ephemeral_range().unwrap_or(DEFAULT_EPHEMERAL);
+    let candidates: Vec<u16> = if low > FIRST_PORT {
+        (FIRST_PORT..low).collect()
+    } else {
+        (high.saturating_add(1)..=u16::MAX).collect()
+    };
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    if !candidates.is_empty() {
+        let start = usize::try_from(RandomState::new().build_hasher().finish() % 65_536)
+            .unwrap_or(0)
+            % candidates.len();
+        let ordered = candidates[start..].iter().chain(&candidates[..start]);
+        for &port in ordered {
+            if !handed.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                handed.insert(port);
+                return Ok(port);
+            }
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0")
         .map_err(|e| context(e, "bind a free loopback port".to_owned()))?;
-    Ok(listener.local_addr()?.port())
+    let port = listener.local_addr()?.port();
+    handed.insert(port);
+    Ok(port)
+}
+
+/// The kernel's ephemeral port range, `(first, last)`, when it can be read.
+fn ephemeral_range() -> Option<(u16, u16)> {
+    let text = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut parts = text.split_whitespace().map(str::parse::<u16>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(low)), Some(Ok(high))) if low <= high => Some((low, high)),
+        _ => None,
+    }
 }
 
 /// The loopback address of `port`: `127.0.0.1:port`.
@@ -485,6 +541,36 @@ mod tests {
         fn drop(&mut self) {
             let _ = fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn free_ports_are_outside_the_ephemeral_range_distinct_and_bindable(
+    ) -> Result<(), Box<dyn Error>> {
+        let (low, high) = ephemeral_range().unwrap_or(DEFAULT_EPHEMERAL);
+        let ports: Vec<u16> = (0..20).map(|_| free_port()).collect::<Result<_, _>>()?;
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            ports.len(),
+            "a port handed out twice: {ports:?}"
+        );
+        for port in ports {
+            assert!(
+                !(low..=high).contains(&port),
+                "{port} is in the ephemeral range {low}-{high}"
+            );
+            TcpListener::bind(("127.0.0.1", port))?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_launched_process_sees_no_library_backtrace_request() -> Result<(), Box<dyn Error>> {
+        let dir = Scratch::new("backtrace");
+        let mut p = sh("env", &dir, "echo \"[$RUST_LIB_BACKTRACE]\"").spawn()?;
+        p.wait()?;
+        assert_eq!(p.log_tail(1)?, ["[0]"]);
+        Ok(())
     }
 
     fn sh(name: &str, dir: &Scratch, script: &str) -> Launch {
