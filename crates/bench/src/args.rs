@@ -203,9 +203,21 @@ pub struct ConsumeArgs {
     /// Topic to read.
     #[arg(long, default_value = "BenchTopic")]
     pub topic: String,
-    /// Consumer group the pulls declare (offsets are not committed).
+    /// Consumer group the pulls declare (offsets are not committed). With
+    /// `--protocol grpc` the group's POP position moves as it reads.
     #[arg(long, default_value = CONSUMER_GROUP)]
     pub group: String,
+    /// `remoting`: `PULL_MESSAGE` with long polling on every queue of the
+    /// route; `grpc`: `ReceiveMessage` then `AckMessage` to `--grpc`.
+    #[arg(long, value_enum, default_value = "remoting")]
+    pub protocol: Protocol,
+    /// The broker's gRPC endpoint (host:port, `grpcListenPort`), used with
+    /// `--protocol grpc`.
+    #[arg(long, default_value = DEFAULT_GRPC)]
+    pub grpc: String,
+    /// Receives in flight at once with `--protocol grpc`.
+    #[arg(long, default_value_t = 4)]
+    pub receivers: usize,
     /// Where each queue starts: `last` reads what is sent during the run
     /// (end-to-end latency), `first` reads the backlog.
     #[arg(long, value_enum, default_value = "last")]
@@ -234,6 +246,9 @@ impl ConsumeArgs {
             namesrv: self.namesrv.clone(),
             topic: self.topic.clone(),
             group: self.group.clone(),
+            protocol: self.protocol,
+            grpc: self.grpc.clone(),
+            receivers: self.receivers,
             from: self.from,
             batch: self.batch,
             duration: Duration::from_secs(self.duration),

@@ -1,6 +1,7 @@
 //! The consumer benchmark: pulls every readable queue of a topic in
 //! parallel for a fixed time, through a name server (`PULL_MESSAGE` with
-//! long polling, via `consumer-client`'s [`PullConsumer`]), and reports
+//! long polling, via `consumer-client`'s [`PullConsumer`]), or receives
+//! from a broker's gRPC endpoint ([`crate::grpc_consume`]), and reports
 //! messages and bytes per second and the end-to-end latency of each message:
 //! the time from its born timestamp (set by the producer on each send) and
 //! from its store timestamp (set by the broker) to its arrival here.
@@ -25,7 +26,10 @@ use message_model::now_ms;
 use serde::{Deserialize, Serialize};
 use tokio::{task::JoinSet, time::Instant};
 
-use crate::report::{period_of, PeriodMs, MAX_PERIOD_MS};
+use crate::{
+    config::Protocol,
+    report::{period_of, PeriodMs, MAX_PERIOD_MS},
+};
 
 /// Consumer group the pulls declare unless told otherwise.
 pub const CONSUMER_GROUP: &str = "sluice-bench-consumer";
@@ -38,6 +42,11 @@ const ERROR_PAUSE: Duration = Duration::from_millis(200);
 
 /// Extra time, beyond the end, allowed for the last pulls to return.
 const DRAIN_SLACK: Duration = Duration::from_secs(8);
+
+/// The protocol of reports written before the field existed.
+fn remoting() -> String {
+    Protocol::Remoting.name().to_owned()
+}
 
 /// Where each queue starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -58,7 +67,16 @@ pub struct ConsumeConfig {
     pub topic: String,
     /// Consumer group the pulls declare.
     pub group: String,
-    /// Where each queue starts.
+    /// `PULL_MESSAGE` through the name server's route, or gRPC
+    /// `ReceiveMessage` and `AckMessage` at `grpc`.
+    pub protocol: Protocol,
+    /// The broker's gRPC endpoint (`host:port`), with [`Protocol::Grpc`].
+    pub grpc: String,
+    /// Receives in flight at once, with [`Protocol::Grpc`]; at least 1.
+    pub receivers: usize,
+    /// Where each queue starts. A gRPC group reads from where it stands (a
+    /// new group: the queues' end), so only [`StartFrom::Last`] is allowed
+    /// there.
     pub from: StartFrom,
     /// Messages asked for per pull, 1..=1024.
     pub batch: u32,
@@ -89,6 +107,15 @@ impl ConsumeConfig {
         );
         ensure!(!self.duration.is_zero(), "duration must be above zero");
         ensure!(!self.timeout.is_zero(), "timeout must be above zero");
+        if self.protocol == Protocol::Grpc {
+            ensure!(!self.grpc.is_empty(), "grpc address must not be empty");
+            ensure!(self.receivers >= 1, "receivers must be at least 1");
+            ensure!(
+                self.from == StartFrom::Last,
+                "--from first is not possible with --protocol grpc: a POP group reads from \
+                 where it stands (a new group from the queues' end)"
+            );
+        }
         Ok(())
     }
 }
@@ -102,9 +129,12 @@ pub struct ConsumeReport {
     pub topic: String,
     /// Consumer group.
     pub group: String,
+    /// `remoting` (pulls) or `grpc` (receives).
+    #[serde(default = "remoting")]
+    pub protocol: String,
     /// Where each queue started.
     pub from: StartFrom,
-    /// Queues pulled in parallel.
+    /// Queues pulled in parallel (remoting), or receives in flight (gRPC).
     pub queues: usize,
     /// Time pulled, seconds.
     pub duration_s: f64,
@@ -116,9 +146,10 @@ pub struct ConsumeReport {
     pub msgs_per_sec: f64,
     /// Body bytes per second, in MB (10^6 bytes).
     pub mb_per_sec: f64,
-    /// Pull requests answered.
+    /// Pull (or receive) requests answered.
     pub pulls: u64,
-    /// Pull requests that failed (no answer, refused, undecodable).
+    /// Pull (or receive) requests that failed (no answer, refused,
+    /// undecodable).
     pub pull_errors: u64,
     /// Arrival here minus born timestamp, ms.
     pub e2e_from_born_ms: Option<PeriodMs>,
@@ -159,15 +190,28 @@ impl ConsumeRecorder {
     /// Records one answered pull and its messages, received at `now_ms`
     /// (ms since the epoch). Timestamps in the future count as 0 ms.
     pub fn record_pull(&mut self, messages: &[MessageExt], now_ms: i64) {
+        self.record_answer(
+            messages
+                .iter()
+                .map(|m| (m.born_timestamp_ms, m.store_timestamp_ms, m.body.len())),
+            now_ms,
+        );
+    }
+
+    /// Records one answered pull or receive whose messages are given as
+    /// (born timestamp, store timestamp, body length), received at `now_ms`.
+    pub fn record_answer(
+        &mut self,
+        messages: impl IntoIterator<Item = (i64, i64, usize)>,
+        now_ms: i64,
+    ) {
         self.pulls += 1;
-        for m in messages {
+        let since = |ts: i64| u64::try_from(now_ms.saturating_sub(ts)).unwrap_or(0);
+        for (born, stored, len) in messages {
             self.messages += 1;
-            self.bytes += m.body.len() as u64;
-            let since = |ts: i64| u64::try_from(now_ms.saturating_sub(ts)).unwrap_or(0);
-            self.from_born_ms
-                .saturating_record(since(m.born_timestamp_ms));
-            self.from_store_ms
-                .saturating_record(since(m.store_timestamp_ms));
+            self.bytes += len as u64;
+            self.from_born_ms.saturating_record(since(born));
+            self.from_store_ms.saturating_record(since(stored));
         }
     }
 
@@ -184,6 +228,7 @@ impl ConsumeRecorder {
             namesrv: config.namesrv.clone(),
             topic: config.topic.clone(),
             group: config.group.clone(),
+            protocol: config.protocol.name().to_owned(),
             from: config.from,
             queues,
             duration_s: secs,
@@ -216,16 +261,24 @@ impl fmt::Display for ConsumeReport {
             "namesrv       {} topic {} group {}",
             self.namesrv, self.topic, self.group
         )?;
-        writeln!(
-            f,
-            "load          {} queue(s) pulled in parallel from the {}, {:.3} s",
-            self.queues,
-            match self.from {
-                StartFrom::First => "first message",
-                StartFrom::Last => "end",
-            },
-            self.duration_s
-        )?;
+        if self.protocol == Protocol::Grpc.name() {
+            writeln!(
+                f,
+                "load          {} gRPC receive(s) in flight, from where the group stands, {:.3} s",
+                self.queues, self.duration_s
+            )?;
+        } else {
+            writeln!(
+                f,
+                "load          {} queue(s) pulled in parallel from the {}, {:.3} s",
+                self.queues,
+                match self.from {
+                    StartFrom::First => "first message",
+                    StartFrom::Last => "end",
+                },
+                self.duration_s
+            )?;
+        }
         writeln!(f)?;
         writeln!(f, "{:<32}{:>12}", "messages", self.messages)?;
         writeln!(f, "{:<32}{:>12}", "pulls", self.pulls)?;
@@ -266,6 +319,9 @@ impl fmt::Display for ConsumeReport {
 /// Invalid settings, or a topic whose queues cannot be found.
 pub async fn consume(config: &ConsumeConfig) -> Result<ConsumeReport> {
     config.validate()?;
+    if config.protocol == Protocol::Grpc {
+        return crate::grpc_consume::consume(config).await;
+    }
     let mut client_config = ConsumerConfig::new(&config.namesrv, config.group.clone());
     client_config.pull_batch_size = config.batch;
     client_config.mq_client_api_timeout = config.timeout;
@@ -373,7 +429,7 @@ async fn pull_queue(
 }
 
 /// Prints messages per second and the p99 end-to-end latency every second.
-async fn progress(recorder: &Mutex<ConsumeRecorder>, start: Instant, end: Instant) {
+pub(crate) async fn progress(recorder: &Mutex<ConsumeRecorder>, start: Instant, end: Instant) {
     let mut last = 0;
     let mut tick = start + Duration::from_secs(1);
     while tick <= end {
@@ -395,7 +451,9 @@ async fn progress(recorder: &Mutex<ConsumeRecorder>, start: Instant, end: Instan
     }
 }
 
-fn lock(recorder: &Mutex<ConsumeRecorder>) -> std::sync::MutexGuard<'_, ConsumeRecorder> {
+pub(crate) fn lock(
+    recorder: &Mutex<ConsumeRecorder>,
+) -> std::sync::MutexGuard<'_, ConsumeRecorder> {
     recorder.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -430,6 +488,9 @@ mod tests {
             namesrv: "127.0.0.1:9876".into(),
             topic: "T".into(),
             group: CONSUMER_GROUP.into(),
+            protocol: Protocol::Remoting,
+            grpc: "127.0.0.1:8081".into(),
+            receivers: 4,
             from: StartFrom::Last,
             batch: 32,
             duration: Duration::from_secs(2),
@@ -470,6 +531,20 @@ mod tests {
         assert_eq!(err.as_deref(), Some("batch must be within 1..=1024, got 0"));
         let mut c = config();
         c.duration = Duration::ZERO;
+        assert!(c.validate().is_err());
+        let mut c = config();
+        c.protocol = Protocol::Grpc;
+        c.validate().expect("a gRPC run from the end is valid");
+        c.from = StartFrom::First;
+        let err = c
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("--from first"), "{err}");
+        let mut c = config();
+        c.protocol = Protocol::Grpc;
+        c.receivers = 0;
         assert!(c.validate().is_err());
     }
 }

@@ -1,8 +1,8 @@
 //! The load tool: drives a RocketMQ-protocol broker with `SEND_MESSAGE_V2`
 //! requests (or RocketMQ 5 gRPC `SendMessage` calls) at a fixed offered rate (open loop) or with a fixed number of
 //! requests in flight (closed loop), and reports throughput, latency
-//! percentiles and failures by reason; pulls a topic and reports throughput
-//! and end-to-end latency.
+//! percentiles and failures by reason; pulls a topic (or receives it over
+//! gRPC) and reports throughput and end-to-end latency.
 //!
 //! The `sluice-bench` binary is a thin shell over [`run::run`]:
 //!
@@ -12,6 +12,7 @@
 //! sluice-bench --namesrv 127.0.0.1:9876 --topic Orders --in-flight 16
 //! sluice-bench --protocol grpc --grpc 127.0.0.1:8081 --in-flight 64 --connections 4
 //! sluice-bench consume --namesrv 127.0.0.1:9876 --topic Orders --duration 10
+//! sluice-bench consume --protocol grpc --grpc 127.0.0.1:8081 --topic Orders --receivers 8
 //! ```
 //!
 //! - [`config`]: what a run does ([`Config`], [`Mode`]).
@@ -21,7 +22,8 @@
 //! - [`run`]: the closed and open loops.
 //! - [`sender`]: what the loops send through, by protocol: remoting
 //!   connections, or gRPC channels ([`grpc`]).
-//! - [`consume`]: the consumer benchmark (`sluice-bench consume`).
+//! - [`consume`]: the consumer benchmark (`sluice-bench consume`), and
+//!   [`grpc_consume`], its gRPC receive loops.
 //! - [`overload`], [`chart`]: the overload experiment's table, JSON and
 //!   chart (`sluice-bench overload-report`, run by `cargo xtask bench`).
 //! - [`schedule`]: the open loop's fixed send times.
@@ -43,6 +45,7 @@ pub mod chart;
 pub mod config;
 pub mod consume;
 pub mod grpc;
+pub mod grpc_consume;
 pub mod outcome;
 pub mod overload;
 pub mod report;

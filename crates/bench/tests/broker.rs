@@ -1,12 +1,13 @@
 //! Against a real broker in-process (with its embedded name server): the
 //! producer benchmark finds the topic's queues through the name server
 //! (`--namesrv`), and the consumer benchmark pulls back at least what was
-//! sent, with end-to-end latencies.
+//! sent, with end-to-end latencies, by pulls and by gRPC receives.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bench::{
+    config::Protocol,
     consume::{consume, ConsumeConfig, StartFrom, CONSUMER_GROUP},
     report::Table,
     run, Config,
@@ -45,6 +46,9 @@ async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
             namesrv,
             topic: "BenchRouteTopic".into(),
             group: CONSUMER_GROUP.into(),
+            protocol: Protocol::Remoting,
+            grpc: String::new(),
+            receivers: 1,
             from: StartFrom::First,
             batch: 32,
             duration: Duration::from_secs(2),
@@ -65,6 +69,61 @@ async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
     assert_eq!(consumed.pull_errors, 0, "{consumed}");
     let born = consumed.e2e_from_born_ms.context("no end-to-end latency")?;
     assert_eq!(born.count, consumed.messages);
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_receives_get_what_was_sent_after_the_group_first_read() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let broker = start_broker(dir.path(), &[]).await?;
+    let grpc = loopback(broker.grpc_addr().context("gRPC endpoint")?);
+    let receive = |duration: Duration| ConsumeConfig {
+        namesrv: "unused:1".into(),
+        topic: "BenchGrpcTopic".into(),
+        group: "bench-grpc-group".into(),
+        protocol: Protocol::Grpc,
+        grpc: grpc.clone(),
+        receivers: 2,
+        from: StartFrom::Last,
+        batch: 32,
+        duration,
+        timeout: Duration::from_secs(3),
+        progress: false,
+    };
+    let within = |c: ConsumeConfig| async move {
+        tokio::time::timeout(Duration::from_secs(20), consume(&c))
+            .await
+            .context("the receivers stop by themselves")?
+    };
+    // The group's first read sets its place at the queues' end.
+    let first = within(receive(Duration::from_millis(300))).await?;
+    assert_eq!((first.messages, first.pull_errors), (0, 0), "{first}");
+
+    let mut config = Config::new(loopback(broker.remoting_addr()));
+    config.topic = "BenchGrpcTopic".into();
+    config.queues = 4;
+    config.warmup = Duration::ZERO;
+    config.duration = Duration::from_millis(500);
+    config.body_bytes = 64;
+    config.progress = false;
+    let sent = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert!(sent.ok > 0, "{}", Table(&sent));
+
+    let got = within(receive(Duration::from_secs(2))).await?;
+    // Sends still in flight at the end (at most 4) are stored, not counted.
+    assert!(
+        (sent.ok..=sent.ok + 4).contains(&got.messages),
+        "{got}\n{}",
+        Table(&sent)
+    );
+    assert_eq!(got.bytes, got.messages * 64);
+    assert_eq!(got.pull_errors, 0, "{got}");
+    assert_eq!(got.protocol, "grpc");
+    let stored = got.e2e_from_store_ms.context("no end-to-end latency")?;
+    assert_eq!(stored.count, got.messages);
     broker.shutdown().await;
     Ok(())
 }
