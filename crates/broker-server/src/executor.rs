@@ -25,7 +25,7 @@ use remoting_protocol::{RemotingCommand, RequestCode};
 
 use crate::{
     processor,
-    request::{Family, Job, Reply},
+    request::{Family, Job, Reply, Work},
     state::BrokerState,
 };
 
@@ -56,6 +56,7 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         reply,
         request,
         resumed: false,
+        work: None,
     };
     if family == Family::Send
         && (state.store.is_os_page_cache_busy() || state.store.is_transient_store_pool_deficient())
@@ -85,6 +86,35 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         ..Admission::default()
     };
     if state.enqueue(job, now, admission) {
+        state.counters.record_accepted();
+        state.metrics.accepted(family);
+    }
+}
+
+/// Queues `work` in `family`'s queue, in the fair share that `request`'s
+/// fields name, to run on one of the family's workers. When the queue
+/// refuses it, or it waits past the queue's limit, it is dropped unrun and
+/// the busy answer goes to `reply`, as for a request of that family.
+pub fn submit(
+    state: &BrokerState,
+    family: Family,
+    reply: Reply,
+    request: RemotingCommand,
+    work: Work,
+) {
+    let bytes = request.size_estimate();
+    let job = Job {
+        family,
+        reply,
+        request,
+        resumed: false,
+        work: Some(work),
+    };
+    let admission = Admission {
+        bytes,
+        ..Admission::default()
+    };
+    if state.enqueue(job, Instant::now(), admission) {
         state.counters.record_accepted();
         state.metrics.accepted(family);
     }
@@ -228,7 +258,7 @@ impl Handler for RemotingHandler {
 fn run_worker(state: &BrokerState, family: Family) {
     let queue = Arc::clone(state.queue(family));
     loop {
-        let Some(task) = queue.pop(IDLE_POLL) else {
+        let Some(mut task) = queue.pop(IDLE_POLL) else {
             if queue.is_closed() {
                 return;
             }
@@ -236,13 +266,15 @@ fn run_worker(state: &BrokerState, family: Family) {
         };
         let started = Instant::now();
         let waited = task.waited(started);
-        let job = &task.payload;
         if let Some(reason) = expired_at_pickup(state, &queue, waited) {
-            state.reject(job, reason);
+            state.reject(&task.payload, reason);
             continue;
         }
-        // Admission only queues codes with a route.
-        if let Some(route) = processor::route(job.request.request_code()) {
+        let job = &mut task.payload;
+        if let Some(work) = job.work.take() {
+            work.run();
+        } else if let Some(route) = processor::route(job.request.request_code()) {
+            // Admission only queues codes with a route.
             // `None` also means "answered later": a parked pull, or a
             // SYNC_FLUSH send that the store's flush thread answers. The
             // service time recorded below is then the worker's part only,

@@ -6,6 +6,7 @@
 //! (`processor::TABLE`); this module only names the families.
 
 use std::{
+    fmt,
     net::SocketAddr,
     ops::Index,
     sync::{Arc, Mutex, PoisonError},
@@ -26,6 +27,34 @@ pub struct Job {
     pub request: RemotingCommand,
     /// A parked pull served again: it is answered now, never parked twice.
     pub resumed: bool,
+    /// Work the broker queued itself, run by the worker in place of the
+    /// request's processor; `request` then only stands for it (share key,
+    /// metrics, the busy answer when it is refused).
+    pub work: Option<Work>,
+}
+
+/// Work the broker queues itself in a family's queue, so that it waits its
+/// turn in its fair share like the requests of that family: a gRPC
+/// receive's POP step, for one. Dropped unrun when its job is refused or
+/// expires; the submitter then hears the busy answer on the job's reply.
+pub struct Work(Box<dyn FnOnce() + Send>);
+
+impl Work {
+    /// Work that runs `f` on a worker thread of its family.
+    pub fn new(f: impl FnOnce() + Send + 'static) -> Self {
+        Self(Box::new(f))
+    }
+
+    /// Runs it.
+    pub fn run(self) {
+        (self.0)();
+    }
+}
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Work(..)")
+    }
 }
 
 impl Job {

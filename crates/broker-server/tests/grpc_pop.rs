@@ -1,13 +1,24 @@
 //! POP consumption through the gRPC endpoint: receive, ack, redelivery with
 //! a new handle, invisible-time changes, stale handles, long polling that
-//! returns when a message arrives, and `MESSAGE_NOT_FOUND` inside the
-//! call's deadline.
+//! returns when a message arrives, `MESSAGE_NOT_FOUND` inside the call's
+//! deadline, and the pull queue's fair shares and refusals for receives.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
 
+use broker_server::{
+    executor,
+    request::{Family, Reply, Work},
+    BrokerState,
+};
 use common::TestBroker;
 use grpc_protocol::{
     v2::{
@@ -19,6 +30,7 @@ use grpc_protocol::{
     MessagingServiceClient,
 };
 use md5::{Digest, Md5};
+use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tonic::{transport::Channel, Request};
 
 async fn client(b: &TestBroker) -> MessagingServiceClient<Channel> {
@@ -338,5 +350,155 @@ async fn long_poll_returns_when_a_message_arrives() {
         waited < call - Duration::from_secs(1),
         "answered on arrival, not at the end of the poll ({waited:?})"
     );
+    b.broker.shutdown().await;
+}
+
+/// Holds the broker's only pull worker until the returned sender is
+/// dropped: work queued behind it waits in the pull queue's shares.
+fn hold_the_pull_worker(state: &BrokerState) -> std::sync::mpsc::Sender<()> {
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let (running, started) = std::sync::mpsc::channel::<()>();
+    let work = Work::new(move || {
+        running.send(()).unwrap();
+        // Returns when the sender is dropped as well.
+        let _ = released.recv();
+    });
+    executor::submit(
+        state,
+        Family::Pull,
+        channel_reply(),
+        stand_in("Holder"),
+        work,
+    );
+    started
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the pull worker took the holding work");
+    release
+}
+
+fn channel_reply() -> Reply {
+    Reply::channel("127.0.0.1:1".parse().unwrap()).0
+}
+
+/// The command a queued piece of work stands for: the group's share.
+fn stand_in(group: &str) -> RemotingCommand {
+    let mut r = RemotingCommand::request(RequestCode::POP_MESSAGE);
+    r.set_ext("consumerGroup", group);
+    r
+}
+
+const BACKLOG: usize = 30;
+
+/// Queues `BACKLOG` pieces of work in group `Busy`'s share behind the held
+/// pull worker, then a gRPC receive of group `Quiet`; returns how many of
+/// `Busy`'s ran before the receive's pop.
+async fn busy_served_before_a_quiet_receive(pull_share_key: &str) -> usize {
+    let b = TestBroker::start(&[
+        ("pullMessageThreadPoolNums", "1"),
+        ("pullShareKey", pull_share_key),
+    ])
+    .await;
+    let mut c = client(&b).await;
+    create_topic(&mut c, "PopQ").await;
+    let (code, _) = receive(&mut c, "Quiet", "PopQ", INVISIBLE, SHORT_CALL).await;
+    assert_eq!(code, Code::MessageNotFound as i32);
+    send(&mut c, "PopQ", "0102POP-Q", b"quiet").await;
+
+    let state = Arc::clone(b.broker.state());
+    let held = hold_the_pull_worker(&state);
+    let before_quiet = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    for _ in 0..BACKLOG {
+        let (before_quiet, done) = (Arc::clone(&before_quiet), Arc::clone(&done));
+        let shared = Arc::clone(&state);
+        let work = Work::new(move || {
+            // One worker: the quiet receive's pop has run exactly when its
+            // message is in flight.
+            if shared.pop.next_visible_ms("Quiet", "PopQ").is_none() {
+                before_quiet.fetch_add(1, Ordering::SeqCst);
+            }
+            done.fetch_add(1, Ordering::SeqCst);
+        });
+        executor::submit(
+            &state,
+            Family::Pull,
+            channel_reply(),
+            stand_in("Busy"),
+            work,
+        );
+    }
+    let quiet = {
+        let mut c = c.clone();
+        tokio::spawn(async move { receive(&mut c, "Quiet", "PopQ", INVISIBLE, CALL).await })
+    };
+    let queue = Arc::clone(state.queue(Family::Pull));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while queue.len() < BACKLOG + 1 {
+        assert!(Instant::now() < deadline, "the receive never queued");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    drop(held);
+    let (code, got) = quiet.await.unwrap();
+    assert_eq!(code, Code::Ok as i32);
+    assert_eq!(got[0].body, b"quiet");
+    while done.load(Ordering::SeqCst) < BACKLOG {
+        assert!(
+            Instant::now() < deadline + CALL,
+            "the backlog was not served"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    b.broker.shutdown().await;
+    before_quiet.load(Ordering::SeqCst)
+}
+
+const CALL: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_waits_in_its_groups_share_of_the_pull_queue() {
+    let shares = busy_served_before_a_quiet_receive("consumerGroup").await;
+    assert!(
+        shares <= 2,
+        "with shares per group the receive waited for {shares} of another group's requests"
+    );
+    let fifo = busy_served_before_a_quiet_receive("none").await;
+    assert_eq!(
+        fifo, BACKLOG,
+        "in one FIFO the receive waits for the whole backlog"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_refused_by_the_pull_queue_is_too_many_requests_with_the_reason() {
+    let b = TestBroker::start(&[
+        ("pullMessageThreadPoolNums", "1"),
+        ("pullThreadPoolQueueCapacity", "4"),
+    ])
+    .await;
+    let mut c = client(&b).await;
+    create_topic(&mut c, "PopF").await;
+    let state = Arc::clone(b.broker.state());
+    let held = hold_the_pull_worker(&state);
+    // Fill the group's share until the queue refuses one.
+    let mut refused = None;
+    for _ in 0..64 {
+        let (reply, mut answer) = Reply::channel("127.0.0.1:1".parse().unwrap());
+        executor::submit(
+            &state,
+            Family::Pull,
+            reply,
+            stand_in("Full"),
+            Work::new(|| {}),
+        );
+        if let Ok(busy) = answer.try_recv() {
+            refused = Some(busy);
+            break;
+        }
+    }
+    let refused = refused.expect("the pull queue refused work at some point");
+    assert_eq!(refused.response_code(), ResponseCode::SYSTEM_BUSY);
+    let (code, _) = receive(&mut c, "Full", "PopF", INVISIBLE, SHORT_CALL).await;
+    assert_eq!(code, Code::TooManyRequests as i32);
+    drop(held);
     b.broker.shutdown().await;
 }

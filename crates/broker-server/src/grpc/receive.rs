@@ -11,6 +11,7 @@
 //! (`MESSAGE_NOT_FOUND` when nothing came).
 
 use std::{
+    net::SocketAddr,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -33,17 +34,17 @@ use remoting_net::CancellationToken;
 use remoting_protocol::{
     header::ConsumerSendMsgBackRequestHeader, RemotingCommand, RequestCode, ResponseCode,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tonic::metadata::MetadataMap;
 
 use crate::{
     executor,
     grpc::{
         message::{user_properties, BORN_HOST_TEXT},
-        status::{combined, ok, status},
+        status::{combined, ok, send_status, status},
     },
     pop::{PopError, PopRequest, PoppedMessage, TagFilter},
-    request::Reply,
+    request::{Family, Reply, Work},
     state::BrokerState,
 };
 
@@ -192,10 +193,61 @@ fn check(
     })
 }
 
+/// One POP step of a receive, run by a pull worker in its turn: the pull
+/// queue's share of the consumer group (`pullShareKey`), so that a group
+/// that receives a lot waits behind its own requests, not in front of
+/// other groups'. A refused or expired step is the queue's busy answer as a
+/// status (`TOO_MANY_REQUESTS`, with the remark naming the reason).
+async fn pop_in_turn(
+    state: &Arc<BrokerState>,
+    r: &Arc<Receive>,
+    peer: SocketAddr,
+) -> Result<Result<Vec<PoppedMessage>, PopError>, Status> {
+    let (tx, popped) = oneshot::channel();
+    let step = Arc::clone(r);
+    let shared = Arc::clone(state);
+    let work = Work::new(move || {
+        let state = &shared;
+        let req = PopRequest {
+            group: &step.group,
+            topic: &step.topic.name,
+            queue_ids: &step.queue_ids,
+            filter: &step.filter,
+            max_messages: step.batch,
+            invisible: step.invisible,
+            fifo: step.fifo,
+        };
+        // The receive may have ended meanwhile; what was popped then comes
+        // back after its invisible time.
+        let _ = tx.send(state.pop.pop(&state.store, &req, message_model::now_ms()));
+    });
+    let mut request = RemotingCommand::request(RequestCode::POP_MESSAGE);
+    request.set_ext("consumerGroup", r.group.clone());
+    request.set_ext("topic", r.topic.name.clone());
+    let (reply, refused) = Reply::channel(peer);
+    executor::submit(state, Family::Pull, reply, request, work);
+    if let Ok(result) = popped.await {
+        return Ok(result);
+    }
+    // The work was dropped unrun: the queue refused it, or it waited too
+    // long; the busy answer was sent before the drop.
+    Err(match refused.await {
+        Ok(answer) => send_status(&answer).0,
+        Err(_) => {
+            tracing::error!(group = %r.group, topic = %r.topic.name, "a receive's pop was dropped without an answer");
+            status(
+                Code::InternalServerError,
+                "the broker dropped the receive without an answer",
+            )
+        }
+    })
+}
+
 /// Serves one receive, writing its stream items to `tx`; returns the code
 /// of the first item (for metrics).
 pub async fn receive(
     state: Arc<BrokerState>,
+    peer: SocketAddr,
     req: ReceiveMessageRequest,
     call_timeout: Option<Duration>,
     shutdown: CancellationToken,
@@ -218,24 +270,7 @@ pub async fn receive(
         let notified = arrival.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let got = {
-            let state = Arc::clone(&state);
-            let r = Arc::clone(&r);
-            tokio::task::spawn_blocking(move || {
-                let req = PopRequest {
-                    group: &r.group,
-                    topic: &r.topic.name,
-                    queue_ids: &r.queue_ids,
-                    filter: &r.filter,
-                    max_messages: r.batch,
-                    invisible: r.invisible,
-                    fifo: r.fifo,
-                };
-                state.pop.pop(&state.store, &req, message_model::now_ms())
-            })
-            .await
-        };
-        let got = match got {
+        let got = match pop_in_turn(&state, &r, peer).await {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => {
                 let st = match &e {
@@ -257,9 +292,7 @@ pub async fn receive(
                 let _ = tx.send(Ok(status_item(st))).await;
                 return code;
             }
-            Err(e) => {
-                tracing::error!(cause = %e, "pop task failed");
-                let st = status(Code::InternalServerError, "pop task failed");
+            Err(st) => {
                 let code = st.code;
                 let _ = tx.send(Ok(status_item(st))).await;
                 return code;

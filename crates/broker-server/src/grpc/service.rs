@@ -384,9 +384,10 @@ impl MessagingService for GrpcService {
         let (tx, rx) = mpsc::channel(receive::STREAM_CAPACITY);
         let state = Arc::clone(&self.state);
         let shutdown = self.shutdown.clone();
+        let from = peer(&request);
         let req = request.into_inner();
         tokio::spawn(async move {
-            let code = receive::receive(state, req, call_timeout, shutdown, tx).await;
+            let code = receive::receive(state, from, req, call_timeout, shutdown, tx).await;
             crate::metrics::grpc_call("ReceiveMessage", code, started.elapsed().as_secs_f64());
         });
         Ok(Response::new(ReceiverStream::new(rx)))

@@ -46,8 +46,9 @@ pub fn code_for(code: ResponseCode) -> Code {
     }
 }
 
-/// The status of a remoting answer to a send, and the retry hint (ms) when
-/// the answer is busy and carries one.
+/// The status of a remoting answer (to a send, or the refusal of a queued
+/// receive), and the retry hint (ms) when the answer is busy and carries
+/// one.
 pub fn send_status(response: &RemotingCommand) -> (Status, Option<u64>) {
     let code = code_for(response.response_code());
     let message = match (&response.remark, code) {

@@ -45,6 +45,7 @@ pub(crate) fn pull(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
         reply: job.reply.clone(),
         request: req.clone(),
         resumed: true,
+        work: None,
     };
     match state.pull_hold.park(
         parked,
