@@ -41,7 +41,7 @@ use crate::{
     executor,
     grpc::{
         message::{user_properties, BORN_HOST_TEXT},
-        status::{combined, ok, send_status, status},
+        status::{combined, ok, remoting_status, status},
     },
     pop::{PopError, PopRequest, PoppedMessage, TagFilter},
     request::{Family, Reply, Work},
@@ -232,7 +232,7 @@ async fn pop_in_turn(
     // The work was dropped unrun: the queue refused it, or it waited too
     // long; the busy answer was sent before the drop.
     Err(match refused.await {
-        Ok(answer) => send_status(&answer).0,
+        Ok(answer) => remoting_status(&answer).0,
         Err(_) => {
             tracing::error!(group = %r.group, topic = %r.topic.name, "a receive's pop was dropped without an answer");
             status(

@@ -15,7 +15,7 @@ use crate::{
     executor,
     grpc::{
         message::properties_for_send,
-        status::{combined, send_status, status},
+        status::{combined, remoting_status, status},
     },
     request::Reply,
     state::BrokerState,
@@ -118,7 +118,7 @@ async fn send_one(
             );
         }
     };
-    let (st, hint) = send_status(&response);
+    let (st, hint) = remoting_status(&response);
     let mut entry = SendResultEntry {
         status: Some(st),
         message_id: message_id.clone(),

@@ -49,7 +49,7 @@ pub fn code_for(code: ResponseCode) -> Code {
 /// The status of a remoting answer (to a send, or the refusal of a queued
 /// receive), and the retry hint (ms) when the answer is busy and carries
 /// one.
-pub fn send_status(response: &RemotingCommand) -> (Status, Option<u64>) {
+pub fn remoting_status(response: &RemotingCommand) -> (Status, Option<u64>) {
     let code = code_for(response.response_code());
     let message = match (&response.remark, code) {
         (Some(remark), _) if !remark.is_empty() => remark.clone(),
@@ -116,12 +116,12 @@ mod tests {
         for reason in reasons {
             let mut busy = answer(ResponseCode::SYSTEM_BUSY, Some(reason.remark()));
             busy.set_ext(RETRY_AFTER_MS, reason.retry_after().as_millis().to_string());
-            let (st, hint) = send_status(&busy);
+            let (st, hint) = remoting_status(&busy);
             assert_eq!(st.code, Code::TooManyRequests as i32, "{reason:?}");
             assert_eq!(st.message, reason.remark());
             assert_eq!(hint, Some(reason.retry_after().as_millis() as u64));
         }
-        let (_, hint) = send_status(&answer(ResponseCode::SYSTEM_BUSY, Some("x".into())));
+        let (_, hint) = remoting_status(&answer(ResponseCode::SYSTEM_BUSY, Some("x".into())));
         assert_eq!(hint, None, "no hint when the answer carries none");
     }
 
@@ -154,12 +154,12 @@ mod tests {
             ),
         ];
         for (remoting, grpc) in cases {
-            let (st, hint) = send_status(&answer(remoting, Some("why".into())));
+            let (st, hint) = remoting_status(&answer(remoting, Some("why".into())));
             assert_eq!(st.code, grpc as i32, "{remoting}");
             assert_eq!(st.message, "why");
             assert_eq!(hint, None);
         }
-        let (st, _) = send_status(&answer(ResponseCode::SUCCESS, None));
+        let (st, _) = remoting_status(&answer(ResponseCode::SUCCESS, None));
         assert_eq!(st.message, "OK");
     }
 
