@@ -100,28 +100,12 @@ impl GrpcSender {
     /// Asks for the topic's route; the broker creates the topic here if
     /// auto-creation is on.
     async fn check_route(&self, timeout: Duration) -> Result<()> {
-        let mut client = self.clients.first().context("no channel")?.clone();
+        let client = self.clients.first().context("no channel")?.clone();
         let request = self.request(QueryRouteRequest {
             topic: Some(self.resource()),
             endpoints: None,
         });
-        let addr = &self.addr;
-        let topic = &self.topic;
-        let response = tokio::time::timeout(timeout, client.query_route(request))
-            .await
-            .with_context(|| format!("gRPC endpoint {addr} did not answer QueryRoute in time"))?
-            .with_context(|| format!("QueryRoute of topic {topic} at gRPC endpoint {addr}"))?
-            .into_inner();
-        let status = response.status.unwrap_or_default();
-        if status.code != Code::Ok as i32 {
-            bail!(
-                "gRPC endpoint {addr} answered the route query of topic {topic} with {} {}: {}",
-                status.code,
-                grpc_code_name(status.code).unwrap_or("(unknown code)"),
-                status.message
-            );
-        }
-        Ok(())
+        check_route(client, request, &self.addr, timeout).await
     }
 
     fn resource(&self) -> Resource {
@@ -187,6 +171,37 @@ impl GrpcSender {
             }
         }
     }
+}
+
+/// Sends `request` (a route query with the client id set) to the endpoint
+/// at `addr`: an error unless it answers `OK` within `timeout`.
+pub(crate) async fn check_route(
+    mut client: MessagingServiceClient<Channel>,
+    request: Request<QueryRouteRequest>,
+    addr: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let topic = request
+        .get_ref()
+        .topic
+        .as_ref()
+        .map(|t| t.name.clone())
+        .unwrap_or_default();
+    let response = tokio::time::timeout(timeout, client.query_route(request))
+        .await
+        .with_context(|| format!("gRPC endpoint {addr} did not answer QueryRoute in time"))?
+        .with_context(|| format!("QueryRoute of topic {topic} at gRPC endpoint {addr}"))?
+        .into_inner();
+    let status = response.status.unwrap_or_default();
+    if status.code != Code::Ok as i32 {
+        bail!(
+            "gRPC endpoint {addr} answered the route query of topic {topic} with {} {}: {}",
+            status.code,
+            grpc_code_name(status.code).unwrap_or("(unknown code)"),
+            status.message
+        );
+    }
+    Ok(())
 }
 
 /// Now, as a protobuf timestamp.

@@ -32,7 +32,7 @@ use tonic::{
 
 use crate::{
     consume::{lock, progress, ConsumeConfig, ConsumeRecorder, ConsumeReport},
-    grpc::CLIENT_ID_HEADER,
+    grpc::{check_route, CLIENT_ID_HEADER},
     outcome::grpc_code_name,
 };
 
@@ -132,22 +132,7 @@ impl Receiver {
             topic: Some(self.topic.clone()),
             endpoints: None,
         });
-        let topic = &self.topic.name;
-        let response = tokio::time::timeout(self.timeout, self.client.clone().query_route(request))
-            .await
-            .with_context(|| format!("gRPC endpoint {addr} did not answer QueryRoute in time"))?
-            .with_context(|| format!("QueryRoute of topic {topic} at gRPC endpoint {addr}"))?
-            .into_inner();
-        let status = response.status.unwrap_or_default();
-        if status.code != Code::Ok as i32 {
-            bail!(
-                "gRPC endpoint {addr} answered the route query of topic {topic} with {} {}: {}",
-                status.code,
-                grpc_code_name(status.code).unwrap_or("(unknown code)"),
-                status.message
-            );
-        }
-        Ok(())
+        check_route(self.client.clone(), request, addr, self.timeout).await
     }
 
     /// Receives and acknowledges until `end`.
