@@ -35,6 +35,7 @@ pub mod subscriptions;
 pub mod testing;
 pub mod timer;
 pub mod topics;
+pub mod transaction;
 
 use std::{
     net::SocketAddr,

@@ -34,6 +34,7 @@ use crate::{
     subscriptions::SubscriptionGroupManager,
     timer::TimerWheel,
     topics::TopicManager,
+    transaction::Transactions,
 };
 
 /// What the broker loads from disk before it starts: the store and the
@@ -75,6 +76,8 @@ pub struct BrokerState {
     pub locks: RebalanceLocks,
     /// Timer messages.
     pub timers: TimerWheel,
+    /// Which transactional half messages have ended.
+    pub transactions: Transactions,
     /// Clients.
     pub clients: ClientRegistry,
     /// Address in message ids.
@@ -155,7 +158,9 @@ impl BrokerState {
         quotas.replace(&f.topic_quota_list(), Instant::now());
         let client_quotas = Quotas::new();
         client_quotas.replace(&f.client_quota_list(), Instant::now());
+        let transactions = Transactions::load(&store);
         Self {
+            transactions,
             quotas,
             client_quotas,
             quota_series: Mutex::default(),

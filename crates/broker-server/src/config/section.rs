@@ -143,6 +143,14 @@ pub struct BrokerSection {
     /// Most pulls of one connection held at once; further ones are answered
     /// at once. Sluice's. Default 10000; at least 1.
     pub pull_hold_max_requests_per_connection: usize,
+    /// Refuse transactional (half) messages with `NO_PERMISSION`. Default
+    /// false.
+    pub reject_transaction_message: bool,
+    /// A commit or rollback that does not answer a check is refused
+    /// (`ILLEGAL_OPERATION`) once the half message is older than its
+    /// `CHECK_IMMUNITY_TIME_IN_SECONDS`, and never before this many ms.
+    /// Default 6000.
+    pub transaction_time_out: u64,
 }
 
 impl Default for BrokerSection {
@@ -196,6 +204,8 @@ impl Default for BrokerSection {
             access_message_in_memory_max_ratio: 40,
             pull_hold_max_requests: 100_000,
             pull_hold_max_requests_per_connection: 10_000,
+            reject_transaction_message: false,
+            transaction_time_out: 6000,
         }
     }
 }

@@ -12,6 +12,7 @@ mod client_manage;
 
 pub(crate) use client_manage::notify_ids_changed;
 mod consumer_offset;
+mod end_transaction;
 mod groups;
 mod orderly;
 mod pull_message;
@@ -99,6 +100,7 @@ pub static TABLE: &[Route] = {
         job(C::SEND_MESSAGE_V2, Send, send_message::send),
         job(C::SEND_BATCH_MESSAGE, Send, send_message::send),
         job(C::CONSUMER_SEND_MSG_BACK, Send, send_back::send_back),
+        now(C::END_TRANSACTION, Send, end_transaction::end),
         job(C::PULL_MESSAGE, Pull, pull_message::pull),
         job(C::LITE_PULL_MESSAGE, Pull, pull_message::pull),
         now(
@@ -270,14 +272,17 @@ mod tests {
 
     #[test]
     fn codes_without_a_processor_have_no_route() {
-        // Queued as sends before the table existed, then refused by the
-        // worker; now refused on arrival.
+        // A broker-to-client code, and POP over remoting (the gRPC
+        // endpoint's receives queue their own work): refused on arrival.
         for code in [
-            RequestCode::END_TRANSACTION,
             RequestCode::CHECK_TRANSACTION_STATE,
+            RequestCode::POP_MESSAGE,
         ] {
             assert!(route(code).is_none(), "{code:?}");
         }
+        // Transaction ends take the send queue, behind the put lock.
+        let end = route(RequestCode::END_TRANSACTION).unwrap();
+        assert_eq!(end.family, Family::Send);
     }
 
     #[test]

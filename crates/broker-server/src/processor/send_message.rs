@@ -27,6 +27,7 @@ use crate::{
     state::BrokerState,
     timer::{timer_request, to_timer, TimerRequest},
     topics::validate_topic_name,
+    transaction::{to_half, HALF_TOPIC, OP_TOPIC},
 };
 
 /// `MQVersion.Version.V3_4_9`: requests of this version and later may
@@ -156,20 +157,27 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
             )),
         ));
     }
-    if !header.is_batch()
+    let half = !header.is_batch()
         && is_half_message(
             header.properties.as_deref().unwrap_or(""),
             header.reconsume_times.unwrap_or(0),
-        )
-    {
-        return Appended::Refused(req.response_to(
-            ResponseCode::NO_PERMISSION,
-            Some(format!(
-                "the broker[{}] sending transaction message is forbidden: \
-                 this broker does not store half (prepared) messages yet",
-                cfg.broker.broker_ip1
-            )),
-        ));
+        );
+    if half {
+        if cfg.broker.reject_transaction_message {
+            return Appended::Refused(req.response_to(
+                ResponseCode::NO_PERMISSION,
+                Some(format!(
+                    "the broker[{}] sending transaction message is forbidden \
+                     (rejectTransactionMessage=true)",
+                    cfg.broker.broker_ip1
+                )),
+            ));
+        }
+        for system in [HALF_TOPIC, OP_TOPIC] {
+            if let Err(refused) = ensure_topic(state, system, 1) {
+                return Appended::Refused(refused.answer(req));
+            }
+        }
     }
     if is_retry && header.is_batch() {
         return Appended::Refused(req.response_to(
@@ -261,7 +269,10 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
             state,
         );
         let mut msg = base(req.body.clone(), header.flag, props);
-        if to_dlq {
+        if half {
+            // Its delay or timer applies once it is committed.
+            to_half(&mut msg, &key);
+        } else if to_dlq {
             clear_delay(&mut msg);
         } else if let Err(refused) = apply_timing(state, &mut msg, max_level) {
             return Appended::Refused(refused.answer(req));
@@ -414,7 +425,7 @@ fn carries_timing(properties: &str) -> bool {
 /// Moves a message with a `DELAY` level into the schedule topic, or one
 /// with timer properties due later into the timer topic; refuses what
 /// cannot be honoured.
-fn apply_timing(
+pub(super) fn apply_timing(
     state: &BrokerState,
     msg: &mut MessageToStore,
     max_level: i32,

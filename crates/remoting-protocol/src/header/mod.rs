@@ -24,6 +24,7 @@ mod namesrv;
 mod offset;
 mod pull;
 mod send;
+mod transaction;
 
 pub use admin::{CreateTopicRequestHeader, GetBrokerConfigResponseHeader, TopicFilterType};
 pub use client::{
@@ -40,6 +41,7 @@ pub use offset::{
 };
 pub use pull::{is_tag_type, PullMessageRequestHeader, PullMessageResponseHeader};
 pub use send::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
+pub use transaction::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 
 /// Why ext fields could not be read as a typed header.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -1,0 +1,199 @@
+//! Transactional messages, as RocketMQ stores them: a half (prepared)
+//! message waits in `RMQ_SYS_TRANS_HALF_TOPIC`, queue 0, with its real
+//! topic and queue in `REAL_TOPIC`/`REAL_QID`, invisible to consumers. The
+//! producer's `END_TRANSACTION` commits it (the message is stored again in
+//! its real topic) or rolls it back; either way an op record, tag `d` with
+//! the half's queue offset in a body of comma-terminated offsets, goes to
+//! `RMQ_SYS_TRANS_OP_HALF_TOPIC`, queue 0.
+//!
+//! Both topics are in the store, so they survive a crash like any message;
+//! which halves have ended is read back from the op queue when the broker
+//! starts ([`Transactions::load`]).
+
+use std::{
+    collections::BTreeSet,
+    net::SocketAddr,
+    sync::{Mutex, MutexGuard, PoisonError},
+};
+
+use message_model::{
+    flags::TRANSACTION_TYPE_MASK,
+    properties::{keys, Properties},
+    record::{self, Record},
+    MessageToStore,
+};
+use store::MessageStore;
+
+/// Where half messages wait for their end.
+pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// Where the ends of half messages are recorded.
+pub const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+/// The tag of an op record: the half messages it names have ended.
+pub const REMOVE_TAG: &str = "d";
+/// The one queue of each transaction topic.
+pub const QUEUE_ID: i32 = 0;
+/// Op records read per store call while loading.
+const LOAD_BATCH: usize = 1024;
+
+/// Moves a prepared send into the half topic: its topic and queue go into
+/// `REAL_TOPIC`/`REAL_QID`, `__transactionId__` is its unique key, and its
+/// transaction bits are cleared (the half topic holds plain records).
+pub fn to_half(msg: &mut MessageToStore, unique_key: &str) {
+    let mut props = Properties::decode(&msg.properties);
+    // Topic names, numbers and unique keys hold no separator: these cannot
+    // fail.
+    let _ = props.insert(keys::REAL_TOPIC, msg.topic.as_str());
+    let _ = props.insert(keys::REAL_QUEUE_ID, msg.queue_id.to_string());
+    let _ = props.insert(keys::TRANSACTION_ID, unique_key);
+    msg.properties = props.encode();
+    msg.sys_flag &= !TRANSACTION_TYPE_MASK;
+    msg.topic = HALF_TOPIC.to_owned();
+    msg.queue_id = QUEUE_ID;
+}
+
+/// The op record saying that the half message at `half_offset` (its queue
+/// offset in the half topic) has ended.
+pub fn op_record(half_offset: i64, store_host: SocketAddr) -> MessageToStore {
+    let mut props = Properties::default();
+    let _ = props.insert(keys::TAGS, REMOVE_TAG);
+    let _ = props.insert(keys::WAIT_STORE_MSG_OK, "false");
+    MessageToStore {
+        topic: OP_TOPIC.to_owned(),
+        queue_id: QUEUE_ID,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: message_model::now_ms(),
+        born_host: store_host,
+        store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: bytes::Bytes::from(format!("{half_offset},")),
+        properties: props.encode(),
+    }
+}
+
+/// The half-queue offsets an op record's body names (`"17,18,"`); what does
+/// not parse is skipped.
+pub fn op_offsets(body: &[u8]) -> impl Iterator<Item = i64> + '_ {
+    body.split(|&b| b == b',')
+        .filter_map(|part| std::str::from_utf8(part).ok()?.trim().parse().ok())
+}
+
+/// Which half messages have ended, by their queue offset in the half topic.
+///
+/// Holding [`Transactions::lock`] while ending a half keeps a second end of
+/// the same half from storing it twice.
+#[derive(Debug, Default)]
+pub struct Transactions {
+    ended: Mutex<BTreeSet<i64>>,
+}
+
+impl Transactions {
+    /// Reads every op record still in the store.
+    pub fn load(store: &MessageStore) -> Self {
+        let mut ended = BTreeSet::new();
+        let mut offset = store.min_offset_in_queue(OP_TOPIC, QUEUE_ID);
+        let end = store.max_offset_in_queue(OP_TOPIC, QUEUE_ID);
+        while offset < end {
+            let got = store.get_messages(OP_TOPIC, QUEUE_ID, offset, LOAD_BATCH, usize::MAX, None);
+            for stored in &got.messages {
+                if let Record::Message(m) = record::check(stored, false) {
+                    ended.extend(op_offsets(m.body));
+                }
+            }
+            if got.next_begin_offset <= offset {
+                break;
+            }
+            offset = got.next_begin_offset;
+        }
+        // Ends of halves that retention already deleted name nothing.
+        let first_half = store.min_offset_in_queue(HALF_TOPIC, QUEUE_ID);
+        let ended = ended.split_off(&first_half);
+        if !ended.is_empty() {
+            tracing::info!(
+                ended = ended.len(),
+                "transaction op records read back from {OP_TOPIC}"
+            );
+        }
+        Self {
+            ended: Mutex::new(ended),
+        }
+    }
+
+    /// The ended halves, held while a half is ended.
+    pub fn lock(&self) -> MutexGuard<'_, BTreeSet<i64>> {
+        self.ended.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Half messages stored and not ended yet (`half_end` is the half
+    /// queue's end offset, `half_min` its first).
+    pub fn pending(&self, half_min: i64, half_end: i64) -> u64 {
+        let ended = self.lock().range(half_min..half_end).count() as u64;
+        u64::try_from(half_end - half_min)
+            .unwrap_or(0)
+            .saturating_sub(ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(topic: &str, queue_id: i32, sys_flag: i32, properties: &str) -> MessageToStore {
+        MessageToStore {
+            topic: topic.into(),
+            queue_id,
+            flag: 0,
+            sys_flag,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            store_host: "127.0.0.1:2".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: bytes::Bytes::from_static(b"b"),
+            properties: properties.into(),
+        }
+    }
+
+    #[test]
+    fn a_half_keeps_its_real_place_and_loses_its_transaction_bits() {
+        let mut m = message(
+            "Orders",
+            3,
+            0x4 | 0x1,
+            "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}G\u{2}",
+        );
+        to_half(&mut m, "ABC");
+        assert_eq!(
+            (m.topic.as_str(), m.queue_id, m.sys_flag),
+            (HALF_TOPIC, 0, 0x1)
+        );
+        let props = Properties::decode(&m.properties);
+        assert_eq!(props.get(keys::REAL_TOPIC), Some("Orders"));
+        assert_eq!(props.get(keys::REAL_QUEUE_ID), Some("3"));
+        assert_eq!(props.get(keys::TRANSACTION_ID), Some("ABC"));
+        assert_eq!(props.get(keys::PRODUCER_GROUP), Some("G"));
+    }
+
+    #[test]
+    fn op_records_name_their_half_offsets() {
+        let op = op_record(17, "127.0.0.1:2".parse().unwrap());
+        assert_eq!((op.topic.as_str(), op.queue_id), (OP_TOPIC, 0));
+        assert_eq!(&op.body[..], b"17,");
+        assert_eq!(
+            Properties::decode(&op.properties).get(keys::TAGS),
+            Some(REMOVE_TAG)
+        );
+        let named: Vec<i64> = op_offsets(b"17,18, 19,x,").collect();
+        assert_eq!(named, [17, 18, 19]);
+    }
+
+    #[test]
+    fn pending_counts_the_halves_without_an_end() {
+        let t = Transactions::default();
+        t.lock().extend([2, 3, 9]);
+        assert_eq!(t.pending(0, 5), 3);
+        assert_eq!(t.pending(3, 10), 5);
+        assert_eq!(t.pending(5, 5), 0);
+    }
+}

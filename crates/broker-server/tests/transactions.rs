@@ -1,0 +1,221 @@
+//! Transactional messages through a real broker: a half message is stored
+//! out of consumers' sight; `END_TRANSACTION` commits it into its real topic
+//! once (a second end changes nothing, also after a restart) or rolls it
+//! back; ends that do not match the half are refused with RocketMQ's
+//! remarks; `rejectTransactionMessage` refuses halves.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use broker_server::transaction::{HALF_TOPIC, OP_TOPIC};
+use common::{send_request, TestBroker};
+use message_model::{
+    flags::{transaction_type, TRANSACTION_COMMIT_TYPE},
+    properties::{keys, Properties},
+    record::{self, Record},
+    MessageId,
+};
+use remoting_protocol::{
+    header::{EndTransactionRequestHeader, SendMessageResponseHeader},
+    RemotingCommand, RequestCode, ResponseCode,
+};
+
+const PROPS: &str = "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}TxGroup\u{2}KEYS\u{1}order-1\u{2}";
+
+/// Where a half message landed: its queue offset and CommitLog offset.
+struct Half {
+    queue_offset: i64,
+    commit_log_offset: i64,
+    unique_key: String,
+}
+
+async fn send_half(b: &TestBroker, topic: &str, body: &[u8]) -> Half {
+    let r = b.invoke(send_request(topic, 1, body, PROPS)).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    let h: SendMessageResponseHeader = r.decode_header().unwrap();
+    Half {
+        queue_offset: h.queue_offset,
+        commit_log_offset: MessageId::decode(&h.msg_id).unwrap().commit_log_offset,
+        unique_key: h.transaction_id.unwrap(),
+    }
+}
+
+fn end_request(half: &Half, group: &str, outcome: i32) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::END_TRANSACTION,
+        &EndTransactionRequestHeader {
+            producer_group: group.into(),
+            tran_state_table_offset: half.queue_offset,
+            commit_log_offset: half.commit_log_offset,
+            commit_or_rollback: outcome,
+            from_transaction_check: Some(false),
+            msg_id: half.unique_key.clone(),
+            ..EndTransactionRequestHeader::default()
+        },
+    )
+}
+
+async fn end(b: &TestBroker, half: &Half, group: &str, outcome: i32) -> RemotingCommand {
+    b.invoke(end_request(half, group, outcome)).await
+}
+
+/// Waits until a topic's queue holds at least `n` messages: indexing runs
+/// behind the appends. Queues are indexed in the CommitLog's order, so
+/// whatever was stored before their `n`th message is indexed too.
+async fn indexed(b: &TestBroker, topic: &str, queue_id: i32, n: i64) {
+    let store = &b.broker.state().store;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.max_offset_in_queue(topic, queue_id) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{topic} queue {queue_id} never held {n} messages"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// The stored messages of a topic's queue: (sys flag, properties, body).
+fn stored(b: &TestBroker, topic: &str, queue_id: i32) -> Vec<(i32, String, Vec<u8>)> {
+    let got = b
+        .broker
+        .state()
+        .store
+        .get_messages(topic, queue_id, 0, 100, usize::MAX, None);
+    got.messages
+        .iter()
+        .map(|m| match record::check(m, false) {
+            Record::Message(m) => (m.sys_flag, m.properties.to_owned(), m.body.to_vec()),
+            other => panic!("not a message: {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_delivers_the_half_once_and_a_rollback_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start_in(dir.path(), &[]).await;
+    let first = send_half(&b, "TxOrders", b"debit 10").await;
+    let second = send_half(&b, "TxOrders", b"debit 20").await;
+    indexed(&b, HALF_TOPIC, 0, 2).await;
+    assert!(
+        stored(&b, "TxOrders", 1).is_empty(),
+        "a half is not delivered"
+    );
+    assert_eq!(stored(&b, HALF_TOPIC, 0).len(), 2);
+
+    let r = end(&b, &first, "TxGroup", 8).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    let r = end(&b, &second, "TxGroup", 12).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    // A second end, of either outcome, changes nothing.
+    assert_eq!(
+        end(&b, &first, "TxGroup", 8).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    assert_eq!(
+        end(&b, &second, "TxGroup", 8).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+
+    // The op records follow the commit in the CommitLog.
+    indexed(&b, OP_TOPIC, 0, 2).await;
+    let delivered = stored(&b, "TxOrders", 1);
+    assert_eq!(delivered.len(), 1, "one commit, one message");
+    let (sys_flag, props, body) = &delivered[0];
+    assert_eq!(body, b"debit 10");
+    assert_eq!(transaction_type(*sys_flag), TRANSACTION_COMMIT_TYPE);
+    let props = Properties::decode(props);
+    assert_eq!(
+        props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        Some(first.unique_key.as_str())
+    );
+    assert_eq!(props.get(keys::KEYS), Some("order-1"));
+    assert_eq!(props.get(keys::REAL_TOPIC), None);
+    assert_eq!(props.get(keys::PRODUCER_GROUP), Some("TxGroup"));
+    assert_eq!(stored(&b, OP_TOPIC, 0).len(), 2, "one op record per end");
+    let state = b.broker.state();
+    assert_eq!(state.transactions.pending(0, 2), 0);
+
+    // After a restart the ends are read back: the first half still
+    // delivers nothing more.
+    let (broker, _client, _addr, _dir) = b.into_parts();
+    broker.shutdown().await;
+    let b = TestBroker::start_in(dir.path(), &[]).await;
+    assert_eq!(b.broker.state().transactions.pending(0, 2), 0);
+    assert_eq!(
+        end(&b, &first, "TxGroup", 8).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    let third = send_half(&b, "TxOrders", b"debit 30").await;
+    indexed(&b, HALF_TOPIC, 0, 3).await;
+    assert_eq!(stored(&b, "TxOrders", 1).len(), 1);
+    assert_eq!(stored(&b, OP_TOPIC, 0).len(), 2);
+    assert_eq!(third.queue_offset, 2);
+    assert_eq!(b.broker.state().transactions.pending(0, 3), 1);
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ends_that_do_not_match_the_half_are_refused() {
+    let b = TestBroker::start(&[]).await;
+    let half = send_half(&b, "TxWrong", b"x").await;
+    let r = end(&b, &half, "OtherGroup", 8).await;
+    assert_eq!(r.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(r.remark.unwrap().contains("The producer group wrong"));
+
+    let shifted = Half {
+        queue_offset: half.queue_offset + 1,
+        commit_log_offset: half.commit_log_offset,
+        unique_key: half.unique_key.clone(),
+    };
+    let r = end(&b, &shifted, "TxGroup", 8).await;
+    assert!(r
+        .remark
+        .unwrap()
+        .contains("The transaction state table offset wrong"));
+
+    let nowhere = Half {
+        queue_offset: 0,
+        commit_log_offset: half.commit_log_offset + 1,
+        unique_key: half.unique_key.clone(),
+    };
+    let r = end(&b, &nowhere, "TxGroup", 8).await;
+    assert_eq!(r.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(r
+        .remark
+        .unwrap()
+        .contains("Find prepared transaction message failed"));
+
+    let r = end(&b, &half, "TxGroup", 5).await;
+    assert_eq!(r.response_code(), ResponseCode::SYSTEM_ERROR);
+    // An unknown outcome leaves the half pending; a plain message is no half.
+    assert_eq!(
+        end(&b, &half, "TxGroup", 0).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    assert_eq!(b.broker.state().transactions.pending(0, 1), 1);
+    let plain = b.invoke(send_request("TxWrong", 1, b"plain", "")).await;
+    indexed(&b, "TxWrong", 1, 1).await;
+    assert_eq!(stored(&b, "TxWrong", 1).len(), 1, "only the plain message");
+    let h: SendMessageResponseHeader = plain.decode_header().unwrap();
+    let not_half = Half {
+        queue_offset: h.queue_offset,
+        commit_log_offset: MessageId::decode(&h.msg_id).unwrap().commit_log_offset,
+        unique_key: String::new(),
+    };
+    let r = end(&b, &not_half, "TxGroup", 8).await;
+    assert!(r
+        .remark
+        .unwrap()
+        .contains("Find prepared transaction message failed"));
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halves_are_refused_when_transactions_are_turned_off() {
+    let b = TestBroker::start(&[("rejectTransactionMessage", "true")]).await;
+    let r = b.invoke(send_request("TxOff", 0, b"x", PROPS)).await;
+    assert_eq!(r.response_code(), ResponseCode::NO_PERMISSION);
+    assert!(r.remark.unwrap().contains("rejectTransactionMessage"));
+    b.broker.shutdown().await;
+}
