@@ -147,11 +147,13 @@ pub enum Family {
     Heartbeat = 3,
     /// Administration and queries of queue offsets.
     Admin = 4,
+    /// Ends of transactions (commit or rollback of half messages).
+    Transaction = 5,
 }
 
 impl Family {
     /// How many families there are.
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
 
     /// Every family, in declaration order.
     pub const ALL: [Family; Family::COUNT] = [
@@ -160,6 +162,7 @@ impl Family {
         Family::ConsumerManage,
         Family::Heartbeat,
         Family::Admin,
+        Family::Transaction,
     ];
 
     /// Queue and thread-name prefix.
@@ -170,6 +173,7 @@ impl Family {
             Family::ConsumerManage => "consumer-manage",
             Family::Heartbeat => "heartbeat",
             Family::Admin => "admin",
+            Family::Transaction => "end-transaction",
         }
     }
 }

@@ -135,6 +135,7 @@ impl BrokerState {
                 Family::ConsumerManage => b.consumer_manage_thread_pool_nums,
                 Family::Heartbeat => b.heartbeat_thread_pool_nums,
                 Family::Admin => b.admin_broker_thread_pool_nums,
+                Family::Transaction => b.end_transaction_thread_pool_nums,
             };
             let queue = Arc::new(RequestQueue::new(
                 family.name(),
@@ -148,7 +149,12 @@ impl BrokerState {
             Arc::clone(&queues[Family::Send]),
             ms(f.wait_time_mills_in_send_queue),
         );
-        for family in [Family::Pull, Family::Heartbeat, Family::Admin] {
+        for family in [
+            Family::Pull,
+            Family::Heartbeat,
+            Family::Admin,
+            Family::Transaction,
+        ] {
             if let Some(wait) = max_wait_ms(&config, family) {
                 fast_failure.watch(Arc::clone(&queues[family]), ms(wait));
             }
@@ -419,6 +425,7 @@ pub fn max_wait_ms(cfg: &BrokerConfig, family: Family) -> Option<u64> {
         Family::Pull => Some(f.wait_time_mills_in_pull_queue),
         Family::Heartbeat => Some(f.wait_time_mills_in_heartbeat_queue),
         Family::Admin => Some(f.wait_time_mills_in_admin_broker_queue),
+        Family::Transaction => Some(f.wait_time_mills_in_transaction_queue),
         Family::ConsumerManage => None,
     }
 }
@@ -432,6 +439,7 @@ pub fn queue_capacity(cfg: &BrokerConfig, family: Family) -> usize {
         Family::ConsumerManage => f.consumer_manager_thread_pool_queue_capacity,
         Family::Heartbeat => f.heartbeat_thread_pool_queue_capacity,
         Family::Admin => f.admin_broker_thread_pool_queue_capacity,
+        Family::Transaction => f.end_transaction_pool_queue_capacity,
     }
 }
 

@@ -63,6 +63,9 @@ pub struct FlowControlConfig {
     pub heartbeat_thread_pool_queue_capacity: usize,
     /// Capacity of the admin queue. Default 10000; 1..=2147483647.
     pub admin_broker_thread_pool_queue_capacity: usize,
+    /// Capacity of the end-transaction queue. Default 100000;
+    /// 1..=2147483647.
+    pub end_transaction_pool_queue_capacity: usize,
     /// Capacity of the client-manage queue. Default 1000000; 1..=2147483647.
     pub client_manager_thread_pool_queue_capacity: usize,
     /// Capacity of the consumer-manage queue. Default 1000000;
@@ -188,6 +191,7 @@ impl Default for FlowControlConfig {
             pull_thread_pool_queue_capacity: 100_000,
             heartbeat_thread_pool_queue_capacity: 50_000,
             admin_broker_thread_pool_queue_capacity: 10_000,
+            end_transaction_pool_queue_capacity: 100_000,
             client_manager_thread_pool_queue_capacity: 1_000_000,
             consumer_manager_thread_pool_queue_capacity: 1_000_000,
             request_queue_capacity_bytes: 256 << 20,
@@ -257,6 +261,10 @@ impl FlowControlConfig {
             (
                 "adminBrokerThreadPoolQueueCapacity",
                 self.admin_broker_thread_pool_queue_capacity,
+            ),
+            (
+                "endTransactionPoolQueueCapacity",
+                self.end_transaction_pool_queue_capacity,
             ),
             (
                 "clientManagerThreadPoolQueueCapacity",
@@ -404,6 +412,7 @@ mod tests {
         assert_eq!(c.pull_thread_pool_queue_capacity, 100_000);
         assert_eq!(c.heartbeat_thread_pool_queue_capacity, 50_000);
         assert_eq!(c.admin_broker_thread_pool_queue_capacity, 10_000);
+        assert_eq!(c.end_transaction_pool_queue_capacity, 100_000);
         assert_eq!(c.client_manager_thread_pool_queue_capacity, 1_000_000);
         assert_eq!(c.consumer_manager_thread_pool_queue_capacity, 1_000_000);
         assert!(c.early_admission_enable);
@@ -429,6 +438,7 @@ mod tests {
                 "clientQuotas",
                 "consumerManagerThreadPoolQueueCapacity",
                 "earlyAdmissionEnable",
+                "endTransactionPoolQueueCapacity",
                 "heartbeatThreadPoolQueueCapacity",
                 "maxSharesPerQueue",
                 "pullShareKey",

@@ -74,6 +74,9 @@ pub struct BrokerSection {
     pub pull_message_thread_pool_nums: usize,
     /// Admin worker threads. Default 16; 1..=256.
     pub admin_broker_thread_pool_nums: usize,
+    /// End-transaction worker threads. Default 8 + 2 x cpus (at most 256);
+    /// 1..=256.
+    pub end_transaction_thread_pool_nums: usize,
     /// Heartbeat worker threads. Default min(32, cpus); 1..=256.
     pub heartbeat_thread_pool_nums: usize,
     /// Consumer-management (offset) worker threads. Default 32; 1..=256.
@@ -181,6 +184,7 @@ impl Default for BrokerSection {
             send_message_thread_pool_nums: cpus.min(4),
             pull_message_thread_pool_nums: 16 + 2 * cpus,
             admin_broker_thread_pool_nums: 16,
+            end_transaction_thread_pool_nums: (8 + 2 * cpus).min(256),
             heartbeat_thread_pool_nums: cpus.min(32),
             consumer_manage_thread_pool_nums: 32,
             register_name_server_period: 30_000,
@@ -221,6 +225,10 @@ impl BrokerSection {
             ("sendMessageThreadPoolNums", b.send_message_thread_pool_nums),
             ("pullMessageThreadPoolNums", b.pull_message_thread_pool_nums),
             ("adminBrokerThreadPoolNums", b.admin_broker_thread_pool_nums),
+            (
+                "endTransactionThreadPoolNums",
+                b.end_transaction_thread_pool_nums,
+            ),
             ("heartbeatThreadPoolNums", b.heartbeat_thread_pool_nums),
             (
                 "consumerManageThreadPoolNums",

@@ -30,6 +30,8 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "pullThreadPoolQueueCapacity",
     "heartbeatThreadPoolQueueCapacity",
     "adminBrokerThreadPoolQueueCapacity",
+    "endTransactionPoolQueueCapacity",
+    "waitTimeMillsInTransactionQueue",
     "consumerManagerThreadPoolQueueCapacity",
     "requestQueueCapacityBytes",
     "earlyAdmissionEnable",
@@ -238,6 +240,12 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
             q.head_wait(now).map_or(0, |d| d.as_millis()).to_string(),
         );
     }
+    let ends = state.queue(Family::Transaction);
+    put("EndTransactionQueueSize", ends.len().to_string());
+    put(
+        "EndTransactionThreadPoolQueueCapacity",
+        ends.capacity().to_string(),
+    );
     put("pullHoldRequests", state.pull_hold.len().to_string());
     for (family, key) in [
         (Family::Send, "sendQueueShares"),

@@ -100,7 +100,11 @@ pub static TABLE: &[Route] = {
         job(C::SEND_MESSAGE_V2, Send, send_message::send),
         job(C::SEND_BATCH_MESSAGE, Send, send_message::send),
         job(C::CONSUMER_SEND_MSG_BACK, Send, send_back::send_back),
-        now(C::END_TRANSACTION, Send, end_transaction::end),
+        now(
+            C::END_TRANSACTION,
+            Family::Transaction,
+            end_transaction::end,
+        ),
         job(C::PULL_MESSAGE, Pull, pull_message::pull),
         job(C::LITE_PULL_MESSAGE, Pull, pull_message::pull),
         now(
@@ -280,9 +284,10 @@ mod tests {
         ] {
             assert!(route(code).is_none(), "{code:?}");
         }
-        // Transaction ends take the send queue, behind the put lock.
+        // Transaction ends have a queue of their own, as in RocketMQ: a
+        // send flood does not shed them.
         let end = route(RequestCode::END_TRANSACTION).unwrap();
-        assert_eq!(end.family, Family::Send);
+        assert_eq!(end.family, Family::Transaction);
     }
 
     #[test]
