@@ -17,6 +17,16 @@ Subcommands (every loop is bounded in count and time):
       "status", "offset"} or {"event": "send_error", "i", "error"}; then
       {"event": "done", "sent", "failed"}. Exit 0 when every send was SEND_OK.
 
+  transact --namesrv ADDR --topic T --count N [--outcome O]
+      Sends N transactional messages with a transaction producer
+      (CreateTransactionProducer, SendMessageTransaction); body i is P + i.
+      The local transaction of message i answers commit, rollback or unknown
+      as --outcome says (alternate: commit for even i, rollback for odd);
+      a check from the broker is answered unknown. One JSON line per
+      message: {"event": "sent", "i", "msg_id", "status", "offset",
+      "outcome"} or {"event": "send_error", "i", "error"}; then
+      {"event": "done", "sent", "failed"}.
+
   push --namesrv ADDR --group G --topic T --expect N --timeout S
        [--tag EXPR] [--orderly] [--broadcast] [--from-first]
        [--fail-body SUBSTR [--fail-times K]] [--hold]
@@ -80,6 +90,8 @@ RECONSUME_LATER = 1
 BROADCASTING = 0
 CLUSTERING = 1
 CONSUME_FROM_FIRST_OFFSET = 4
+# CTransactionStatus.h.
+TRANSACTION_STATUS = {"commit": 0, "rollback": 1, "unknown": 2}
 SEND_STATUS = {0: "SEND_OK", 1: "FLUSH_DISK_TIMEOUT", 2: "FLUSH_SLAVE_TIMEOUT", 3: "SLAVE_NOT_AVAILABLE"}
 
 _out_lock = threading.Lock()
@@ -186,6 +198,80 @@ def produce(args):
             check(dll, "send", status)
             name = SEND_STATUS.get(result.sendStatus, str(result.sendStatus))
             emit(event="sent", i=i, msg_id=text(result.msgId), status=name, offset=result.offset, sent_ms=now_ms())
+            if name == "SEND_OK":
+                sent += 1
+            else:
+                failed += 1
+        except RuntimeError as e:
+            emit(event="send_error", i=i, error=str(e))
+            failed += 1
+        finally:
+            dll.DestroyMessage(msg)
+    emit(event="done", sent=sent, failed=failed)
+    code = EXIT_OK if failed == 0 else EXIT_SEND_FAILED
+    shutdown_bounded(lambda: dll.ShutdownProducer(producer), code)
+    return code
+
+
+def outcome_of(outcome, i):
+    """What the local transaction of message i answers."""
+    if outcome == "alternate":
+        return "commit" if i % 2 == 0 else "rollback"
+    return outcome
+
+
+def transact(args):
+    ffi, dll, _ = load_library(args.log_dir)
+    vp, cp, ci = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+    callback = ctypes.CFUNCTYPE(ci, vp, vp, vp)
+    dll.CreateTransactionProducer.argtypes = [cp, callback, vp]
+    dll.CreateTransactionProducer.restype = vp
+    dll.SendMessageTransaction.argtypes = [vp, vp, callback, vp, ctypes.POINTER(ffi._CSendResult)]
+    dll.SendMessageTransaction.restype = ci
+
+    @callback
+    def check_local(_producer, _msg, _data):
+        emit(event="checked")
+        return TRANSACTION_STATUS["unknown"]
+
+    current = {"i": 0}
+
+    @callback
+    def execute_local(_producer, _msg, _data):
+        return TRANSACTION_STATUS[outcome_of(args.outcome, current["i"])]
+
+    producer = dll.CreateTransactionProducer(args.group.encode(), check_local, None)
+    if not producer:
+        emit(event="start_error", error="CreateTransactionProducer returned null")
+        return EXIT_START_FAILED
+    try:
+        check(dll, "SetProducerNameServerAddress", dll.SetProducerNameServerAddress(producer, args.namesrv.encode()))
+        check(dll, "SetProducerSendMsgTimeout", dll.SetProducerSendMsgTimeout(producer, args.send_timeout_ms))
+        check(dll, "SetProducerLogLevel", dll.SetProducerLogLevel(producer, LOG_LEVELS[args.log_level]))
+        check(dll, "StartProducer", dll.StartProducer(producer))
+    except RuntimeError as e:
+        emit(event="start_error", error=str(e))
+        return EXIT_START_FAILED
+    emit(event="started", version=text(dll.ShowProducerVersion(producer)))
+
+    deadline = time.monotonic() + args.timeout
+    sent = failed = 0
+    for i in range(args.count):
+        if time.monotonic() >= deadline:
+            emit(event="send_error", i=i, error=f"not sent: the run's {args.timeout} s are over")
+            failed += args.count - i
+            break
+        current["i"] = i
+        msg = dll.CreateMessage(args.topic.encode())
+        try:
+            body = f"{args.body_prefix}{i}".encode()
+            check(dll, "SetByteMessageBody", dll.SetByteMessageBody(msg, body, len(body)))
+            result = ffi._CSendResult()
+            check(dll, "SendMessageTransaction",
+                  dll.SendMessageTransaction(producer, msg, execute_local, None, ctypes.pointer(result)))
+            name = SEND_STATUS.get(result.sendStatus, str(result.sendStatus))
+            emit(event="sent", i=i, msg_id=text(result.msgId), status=name, offset=result.offset,
+                 outcome=outcome_of(args.outcome, i))
             if name == "SEND_OK":
                 sent += 1
             else:
@@ -359,6 +445,16 @@ def parser():
     s.add_argument("--send-timeout-ms", type=bounded_int(100, 60_000), default=3000)
     s.add_argument("--timeout", type=bounded_seconds, default=120.0, help="limit on the whole run, seconds")
 
+    s = sub.add_parser("transact", help="send N transactional messages")
+    common(s)
+    s.add_argument("--group", default="cpp-e2e-transactions", help="producer group")
+    s.add_argument("--count", type=bounded_int(1, MAX_COUNT), required=True)
+    s.add_argument("--outcome", choices=["commit", "rollback", "unknown", "alternate"], default="alternate",
+                   help="what each local transaction answers")
+    s.add_argument("--body-prefix", default="cpp-tx-")
+    s.add_argument("--send-timeout-ms", type=bounded_int(100, 60_000), default=3000)
+    s.add_argument("--timeout", type=bounded_seconds, default=120.0, help="limit on the whole run, seconds")
+
     s = sub.add_parser("push", help="consume with a push consumer")
     common(s)
     s.add_argument("--group", required=True, help="consumer group")
@@ -386,6 +482,8 @@ def main(argv):
         return EXIT_USAGE if e.code else EXIT_OK
     if args.command == "produce":
         return produce(args)
+    if args.command == "transact":
+        return transact(args)
     return push(args)
 
 

@@ -2,7 +2,8 @@
 //! remoting protocol: its producer sends and Sluice's pull consumer reads
 //! every message back; its push consumer (clustering, broadcasting, orderly)
 //! receives what Sluice's producer sends; a failed message comes back
-//! through the group's retry topic; a delayed message waits for its level.
+//! through the group's retry topic; a delayed message waits for its level;
+//! its transaction producer's commits are delivered and its rollbacks not.
 //!
 //! The client is `librocketmq.so` 2.1.0 from PyPI's `rocketmq-python-cvs`,
 //! installed by `scripts/install-cpp-client.sh` into a venv whose python
@@ -1011,4 +1012,96 @@ async fn next_of_either(members: &mut [Driver; 2], deadline: Instant) -> (usize,
         d = a.next_delivery(deadline) => (0, d),
         d = b.next_delivery(deadline) => (1, d),
     }
+}
+
+/// Every message in the topic's queues now, from offset 0.
+async fn pull_everything(consumer: &PullConsumer, topic: &str) -> Vec<consumer_client::MessageExt> {
+    let mut all = Vec::new();
+    for q in &consumer.fetch_queues(topic).await.unwrap() {
+        let mut offset = 0;
+        loop {
+            let r = consumer.pull(q, offset, 32).await.unwrap();
+            all.extend(r.messages);
+            offset = r.next_begin_offset;
+            if r.status == PullStatus::NoNewMsg || offset >= r.max_offset {
+                break;
+            }
+        }
+    }
+    all
+}
+
+/// Mechanism: the C++ transaction producer's half send (`TRAN_MSG`,
+/// `PGROUP`), then its oneway `END_TRANSACTION` with the offsets it reads
+/// from the send answer. Committed messages are delivered once each with
+/// their body; rolled-back ones never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpp_transaction_producer_commits_and_rolls_back() {
+    let Some(cpp) = Cpp::from_env("C++ transaction producer") else {
+        return;
+    };
+    let n: usize = if cpp.env.quick { 20 } else { 200 };
+    let topic = unique("CppTx");
+    cpp.env.create_topic(&topic, QUEUES).await.unwrap();
+    let count = n.to_string();
+    let all = [
+        "transact",
+        "--namesrv",
+        &cpp.env.namesrv,
+        "--topic",
+        &topic,
+        "--count",
+        &count,
+        "--outcome",
+        "alternate",
+    ];
+    let run = cpp
+        .run("transactions", &all, Duration::from_secs(120) + EXIT_SLACK)
+        .await;
+    run.assert_success();
+    let mut outcomes: HashMap<String, (usize, String)> = HashMap::new();
+    for e in run.of("sent") {
+        assert_eq!(e["status"], "SEND_OK", "{e}");
+        let i = usize::try_from(e["i"].as_u64().unwrap()).unwrap();
+        let outcome = e["outcome"].as_str().unwrap().to_owned();
+        outcomes.insert(e["msg_id"].as_str().unwrap().to_owned(), (i, outcome));
+    }
+    assert_eq!(outcomes.len(), n, "sends reported");
+    let commits = outcomes.values().filter(|(_, o)| o == "commit").count();
+
+    // The ends are oneway: wait until every commit is delivered.
+    let consumer = PullConsumer::start(ConsumerConfig::new(&cpp.env.namesrv, unique("cpp-tx-")))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pulled = loop {
+        let pulled = pull_everything(&consumer, &topic).await;
+        if pulled.len() >= commits {
+            break pulled;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {commits} commits delivered in 60 s",
+            pulled.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for m in &pulled {
+        let (i, outcome) = outcomes
+            .get(&m.msg_id)
+            .unwrap_or_else(|| panic!("an unknown message was delivered: {m:?}"));
+        assert_eq!(
+            outcome, "commit",
+            "message {i} was rolled back yet delivered"
+        );
+        assert_eq!(m.body, format!("cpp-tx-{i}").as_bytes(), "body of {i}");
+        *seen.entry(m.msg_id.as_str()).or_default() += 1;
+    }
+    assert_eq!(seen.len(), commits, "distinct commits delivered");
+    assert!(
+        seen.values().all(|&c| c == 1),
+        "a commit was delivered twice"
+    );
+    println!("C++ transactions: {n} sent, {commits} committed and delivered once, none rolled back delivered");
 }
