@@ -183,6 +183,16 @@ impl ClientRegistry {
             .collect()
     }
 
+    /// Live remoting connections of the clients in producer group `group`.
+    pub fn producer_connections(&self, group: &str) -> Vec<Arc<Connection>> {
+        self.clients
+            .iter()
+            .filter(|c| c.producer_groups.iter().any(|g| g == group))
+            .filter_map(|c| c.conn.clone())
+            .filter(|c| !c.is_closed())
+            .collect()
+    }
+
     /// Forgets the clients of a closed connection; returns the consumer
     /// groups they were in.
     pub fn connection_closed(&self, conn_id: u64) -> Vec<String> {

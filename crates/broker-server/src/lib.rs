@@ -36,6 +36,7 @@ pub mod testing;
 pub mod timer;
 pub mod topics;
 pub mod transaction;
+pub mod transaction_check;
 
 use std::{
     net::SocketAddr,
@@ -303,6 +304,7 @@ impl Broker {
             Arc::clone(&housekeeping_stop),
         )?);
         threads.push(spawn_schedule_delivery(Arc::clone(&state))?);
+        threads.push(spawn_transaction_check(Arc::clone(&state))?);
         if b.timer_wheel_enable {
             threads.push(spawn_timer_wheel(Arc::clone(&state))?);
         }
@@ -393,6 +395,7 @@ impl Broker {
         self.housekeeping_stop.store(true, Ordering::Release);
         self.state.schedule.stop();
         self.state.timers.stop();
+        self.state.transactions.service.stop();
         let threads = self.threads;
         let joined = tokio::task::spawn_blocking(move || {
             for t in threads {
@@ -518,6 +521,15 @@ fn spawn_schedule_delivery(state: Arc<BrokerState>) -> Result<JoinHandle<()>, Br
             state.schedule.run(&state.store, every);
         })
         .map_err(io_error("start schedule delivery thread"))
+}
+
+/// The `transaction-check` thread: checks of half messages nobody ended
+/// (see [`transaction_check`]).
+fn spawn_transaction_check(state: Arc<BrokerState>) -> Result<JoinHandle<()>, BrokerError> {
+    std::thread::Builder::new()
+        .name("transaction-check".into())
+        .spawn(move || transaction_check::run(&state))
+        .map_err(io_error("start transaction check thread"))
 }
 
 /// The `timer-wheel` thread: timer messages into their real topics once

@@ -53,6 +53,19 @@ impl ServiceLoop {
         persist();
     }
 
+    /// Sleeps for `d` unless stopped first; true when stopped.
+    pub fn pause(&self, d: Duration) -> bool {
+        let stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+        if *stopped {
+            return true;
+        }
+        let (stopped, _) = self
+            .wake
+            .wait_timeout_while(stopped, d, |stopped| !*stopped)
+            .unwrap_or_else(PoisonError::into_inner);
+        *stopped
+    }
+
     /// Ends the current sleep early: new work arrived.
     pub fn wake(&self) {
         self.wake.notify_all();
@@ -72,6 +85,20 @@ mod tests {
         atomic::{AtomicUsize, Ordering},
         Arc,
     };
+
+    #[test]
+    fn a_pause_ends_when_stopped_and_says_so() {
+        let service = Arc::new(ServiceLoop::default());
+        assert!(!service.pause(Duration::from_millis(1)), "not stopped yet");
+        let sleeper = {
+            let service = Arc::clone(&service);
+            // An hour-long pause: only stop() ends it.
+            std::thread::spawn(move || service.pause(Duration::from_secs(3600)))
+        };
+        service.stop();
+        assert!(sleeper.join().unwrap());
+        assert!(service.pause(Duration::from_secs(3600)), "at once once stopped");
+    }
 
     #[test]
     fn it_steps_until_stopped_and_persists_at_the_end() {

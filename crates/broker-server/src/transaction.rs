@@ -11,9 +11,12 @@
 //! starts ([`Transactions::load`]).
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashMap},
     net::SocketAddr,
-    sync::{Mutex, MutexGuard, PoisonError},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex, MutexGuard, PoisonError,
+    },
 };
 
 use message_model::{
@@ -24,6 +27,8 @@ use message_model::{
 };
 use store::MessageStore;
 
+use crate::service_loop::ServiceLoop;
+
 /// Where half messages wait for their end.
 pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 /// Where the ends of half messages are recorded.
@@ -32,6 +37,9 @@ pub const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 pub const REMOVE_TAG: &str = "d";
 /// The one queue of each transaction topic.
 pub const QUEUE_ID: i32 = 0;
+/// The property a producer sets to be checked no earlier than this many
+/// seconds after the send.
+pub const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
 /// Op records read per store call while loading.
 const LOAD_BATCH: usize = 1024;
 
@@ -86,6 +94,12 @@ pub fn op_offsets(body: &[u8]) -> impl Iterator<Item = i64> + '_ {
 #[derive(Debug, Default)]
 pub struct Transactions {
     ended: Mutex<BTreeSet<i64>>,
+    /// How often each pending half was checked since the broker started.
+    checks: Mutex<HashMap<i64, u32>>,
+    /// Round robin over a producer group's connections.
+    next_connection: AtomicUsize,
+    /// The `transaction-check` thread's loop.
+    pub service: ServiceLoop,
 }
 
 impl Transactions {
@@ -117,7 +131,32 @@ impl Transactions {
         }
         Self {
             ended: Mutex::new(ended),
+            ..Self::default()
         }
+    }
+
+    /// How often the half at `offset` was checked since the broker started.
+    pub fn checked(&self, offset: i64) -> u32 {
+        self.checks_lock().get(&offset).copied().unwrap_or(0)
+    }
+
+    /// Counts one more check of the half at `offset`.
+    pub fn record_check(&self, offset: i64) {
+        *self.checks_lock().entry(offset).or_default() += 1;
+    }
+
+    /// Forgets the checks of a half that ended.
+    pub fn forget_checks(&self, offset: i64) {
+        self.checks_lock().remove(&offset);
+    }
+
+    /// Where the next check starts its round over a group's connections.
+    pub fn next_connection(&self) -> usize {
+        self.next_connection.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn checks_lock(&self) -> MutexGuard<'_, HashMap<i64, u32>> {
+        self.checks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The ended halves, held while a half is ended.

@@ -2,7 +2,8 @@
 //! out of consumers' sight; `END_TRANSACTION` commits it into its real topic
 //! once (a second end changes nothing, also after a restart) or rolls it
 //! back; ends that do not match the half are refused with RocketMQ's
-//! remarks; `rejectTransactionMessage` refuses halves.
+//! remarks; `rejectTransactionMessage` refuses halves; halves nobody ends
+//! are checked with their producer group, then moved aside.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -16,7 +17,9 @@ use message_model::{
     MessageId,
 };
 use remoting_protocol::{
-    header::{EndTransactionRequestHeader, SendMessageResponseHeader},
+    header::{
+        CheckTransactionStateRequestHeader, EndTransactionRequestHeader, SendMessageResponseHeader,
+    },
     RemotingCommand, RequestCode, ResponseCode,
 };
 
@@ -217,5 +220,127 @@ async fn halves_are_refused_when_transactions_are_turned_off() {
     let r = b.invoke(send_request("TxOff", 0, b"x", PROPS)).await;
     assert_eq!(r.response_code(), ResponseCode::NO_PERMISSION);
     assert!(r.remark.unwrap().contains("rejectTransactionMessage"));
+    b.broker.shutdown().await;
+}
+
+/// A producer connection of group `TxGroup` that records the checks the
+/// broker sends it.
+async fn checked_producer(
+    b: &TestBroker,
+) -> (
+    remoting_net::RemotingClient,
+    tokio::sync::mpsc::UnboundedReceiver<RemotingCommand>,
+) {
+    let (tx, checks) = tokio::sync::mpsc::unbounded_channel();
+    let options = remoting_net::ClientOptions {
+        on_request: Some(remoting_net::ServerRequests(std::sync::Arc::new(
+            move |_from: &str, request: &RemotingCommand| {
+                if request.request_code() == RequestCode::CHECK_TRANSACTION_STATE {
+                    let _ = tx.send(request.clone());
+                }
+                None
+            },
+        ))),
+        ..remoting_net::ClientOptions::default()
+    };
+    let client = remoting_net::RemotingClient::new(options);
+    let beat = RemotingCommand::request(RequestCode::HEART_BEAT).with_body(
+        br#"{"clientID":"tx-producer@1","producerDataSet":[{"groupName":"TxGroup"}],"consumerDataSet":[]}"#
+            .to_vec(),
+    );
+    let answer = client
+        .invoke(&b.addr, beat, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(answer.response_code(), ResponseCode::SUCCESS);
+    (client, checks)
+}
+
+async fn next_check(
+    checks: &mut tokio::sync::mpsc::UnboundedReceiver<RemotingCommand>,
+) -> RemotingCommand {
+    tokio::time::timeout(std::time::Duration::from_secs(20), checks.recv())
+        .await
+        .expect("a check within 20 s")
+        .expect("the check channel stays open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halves_nobody_ends_are_checked_then_discarded() {
+    let b = TestBroker::start(&[
+        ("transactionTimeOut", "0"),
+        ("transactionCheckInterval", "100"),
+        ("transactionCheckMax", "2"),
+    ])
+    .await;
+    let (client, mut checks) = checked_producer(&b).await;
+    let send = |body: &'static [u8]| {
+        let client = &client;
+        let addr = b.addr.clone();
+        async move {
+            let r = client
+                .invoke(
+                    &addr,
+                    send_request("TxChecked", 0, body, PROPS),
+                    std::time::Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+            let h: SendMessageResponseHeader = r.decode_header().unwrap();
+            Half {
+                queue_offset: h.queue_offset,
+                commit_log_offset: MessageId::decode(&h.msg_id).unwrap().commit_log_offset,
+                unique_key: h.transaction_id.unwrap(),
+            }
+        }
+    };
+    let answered = send(b"answered").await;
+
+    // The check names the half's own offsets and carries the message in its
+    // real topic.
+    let check = next_check(&mut checks).await;
+    let h: CheckTransactionStateRequestHeader = check.decode_header().unwrap();
+    assert_eq!(
+        (h.tran_state_table_offset, h.commit_log_offset),
+        (answered.queue_offset, answered.commit_log_offset)
+    );
+    assert_eq!(h.msg_id.as_deref(), Some(answered.unique_key.as_str()));
+    let Record::Message(m) = record::check(&check.body, false) else {
+        panic!("the check's body is not a record");
+    };
+    assert_eq!(
+        (m.topic, m.queue_id, m.body),
+        ("TxChecked", 0, &b"answered"[..])
+    );
+    assert_eq!(m.queue_offset, answered.queue_offset);
+
+    // The producer answers the check: the message is committed.
+    let mut end = end_request(&answered, "TxGroup", 8);
+    end.set_ext("fromTransactionCheck", "true");
+    let r = client
+        .invoke(&b.addr, end, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    indexed(&b, "TxChecked", 0, 1).await;
+
+    // A half nobody answers is checked transactionCheckMax times, then
+    // moved aside and never delivered.
+    let ignored = send(b"ignored").await;
+    let mut seen = 0;
+    while seen < 2 {
+        let c = next_check(&mut checks).await;
+        let h: CheckTransactionStateRequestHeader = c.decode_header().unwrap();
+        if h.tran_state_table_offset == ignored.queue_offset {
+            seen += 1;
+        }
+    }
+    indexed(&b, "TRANS_CHECK_MAX_TIME_TOPIC", 0, 1).await;
+    let moved = stored(&b, "TRANS_CHECK_MAX_TIME_TOPIC", 0);
+    assert_eq!(moved[0].2, b"ignored");
+    indexed(&b, OP_TOPIC, 0, 2).await;
+    assert_eq!(stored(&b, "TxChecked", 0).len(), 1, "only the answered one");
+    assert_eq!(b.broker.state().transactions.pending(0, 2), 0);
     b.broker.shutdown().await;
 }

@@ -154,6 +154,16 @@ pub struct BrokerSection {
     /// `CHECK_IMMUNITY_TIME_IN_SECONDS`, and never before this many ms.
     /// Default 6000.
     pub transaction_time_out: u64,
+    /// How often half messages nobody ended are looked at (ms). Default
+    /// 30000; 100..=3600000.
+    pub transaction_check_interval: u64,
+    /// Checks of one half message before it is moved to
+    /// `TRANS_CHECK_MAX_TIME_TOPIC` and never delivered. Default 15;
+    /// 1..=1000.
+    pub transaction_check_max: u32,
+    /// Most checks sent a second, over all producers. Sluice's. Default
+    /// 1000; 1..=1000000.
+    pub transaction_check_max_per_second: u64,
 }
 
 impl Default for BrokerSection {
@@ -210,6 +220,9 @@ impl Default for BrokerSection {
             pull_hold_max_requests_per_connection: 10_000,
             reject_transaction_message: false,
             transaction_time_out: 6000,
+            transaction_check_interval: 30_000,
+            transaction_check_max: 15,
+            transaction_check_max_per_second: 1000,
         }
     }
 }
@@ -242,6 +255,21 @@ impl BrokerSection {
             b.default_topic_queue_nums,
             1,
             1024,
+            "",
+        )?;
+        range(
+            "transactionCheckInterval",
+            b.transaction_check_interval,
+            100,
+            3_600_000,
+            " (ms)",
+        )?;
+        range("transactionCheckMax", b.transaction_check_max, 1, 1000, "")?;
+        range(
+            "transactionCheckMaxPerSecond",
+            b.transaction_check_max_per_second,
+            1,
+            1_000_000,
             "",
         )?;
         range(

@@ -17,12 +17,8 @@ use crate::{
     processor::{bad_header, send_message::apply_timing, Refusal},
     schedule::to_real_topic,
     state::BrokerState,
-    transaction::{op_record, HALF_TOPIC},
+    transaction::{op_record, CHECK_IMMUNITY, HALF_TOPIC},
 };
-
-/// The property a producer sets to be checked no earlier than this many
-/// seconds after the send.
-const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
 
 /// Commits or rolls back the half message the header names.
 pub(crate) fn end(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
@@ -189,5 +185,6 @@ fn end_half(state: &BrokerState, header: &EndTransactionRequestHeader) -> Result
         );
     }
     ended.insert(half.queue_offset);
+    state.transactions.forget_checks(half.queue_offset);
     Ok(true)
 }

@@ -232,6 +232,11 @@ impl Refusal {
     }
 }
 
+/// Makes sure a system topic of one queue exists and may be written.
+pub(crate) fn ensure_system_topic(state: &BrokerState, topic: &str) -> Result<(), Refusal> {
+    send_message::ensure_topic(state, topic, 1)
+}
+
 /// The response to a request whose header could not be read.
 pub(crate) fn bad_header(req: &RemotingCommand, e: &HeaderError) -> RemotingCommand {
     req.response_to(
