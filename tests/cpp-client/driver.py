@@ -18,14 +18,18 @@ Subcommands (every loop is bounded in count and time):
       {"event": "done", "sent", "failed"}. Exit 0 when every send was SEND_OK.
 
   transact --namesrv ADDR --topic T --count N [--outcome O]
+           [--check-outcome O] [--linger S]
       Sends N transactional messages with a transaction producer
       (CreateTransactionProducer, SendMessageTransaction); body i is P + i.
       The local transaction of message i answers commit, rollback or unknown
       as --outcome says (alternate: commit for even i, rollback for odd);
-      a check from the broker is answered unknown. One JSON line per
+      a check from the broker is answered as --check-outcome says (default
+      unknown), with i read from the checked body. One JSON line per
       message: {"event": "sent", "i", "msg_id", "status", "offset",
-      "outcome"} or {"event": "send_error", "i", "error"}; then
-      {"event": "done", "sent", "failed"}.
+      "outcome"} or {"event": "send_error", "i", "error"}; one per check:
+      {"event": "checked", "i", "answer"}. With --linger, the producer stays
+      up after its sends until every message was checked at least once or S
+      seconds passed. Then {"event": "done", "sent", "failed", "checked"}.
 
   push --namesrv ADDR --group G --topic T --expect N --timeout S
        [--tag EXPR] [--orderly] [--broadcast] [--from-first]
@@ -229,10 +233,18 @@ def transact(args):
     dll.SendMessageTransaction.argtypes = [vp, vp, callback, vp, ctypes.POINTER(ffi._CSendResult)]
     dll.SendMessageTransaction.restype = ci
 
+    checked = set()
+    checked_lock = threading.Lock()
+
     @callback
-    def check_local(_producer, _msg, _data):
-        emit(event="checked")
-        return TRANSACTION_STATUS["unknown"]
+    def check_local(_producer, msg, _data):
+        body = text(dll.GetMessageBody(msg)) or ""
+        i = int(body[len(args.body_prefix):]) if body.startswith(args.body_prefix) else -1
+        answer = outcome_of(args.check_outcome, i) if i >= 0 else "unknown"
+        with checked_lock:
+            checked.add(i)
+        emit(event="checked", i=i, answer=answer)
+        return TRANSACTION_STATUS[answer]
 
     current = {"i": 0}
 
@@ -281,7 +293,15 @@ def transact(args):
             failed += 1
         finally:
             dll.DestroyMessage(msg)
-    emit(event="done", sent=sent, failed=failed)
+    linger_end = min(deadline, time.monotonic() + args.linger)
+    while time.monotonic() < linger_end:
+        with checked_lock:
+            if len(checked) >= args.count:
+                break
+        time.sleep(0.1)
+    with checked_lock:
+        n_checked = len(checked)
+    emit(event="done", sent=sent, failed=failed, checked=n_checked)
     code = EXIT_OK if failed == 0 else EXIT_SEND_FAILED
     shutdown_bounded(lambda: dll.ShutdownProducer(producer), code)
     return code
@@ -414,6 +434,13 @@ def bounded_seconds(value):
     return s
 
 
+def bounded_linger(value):
+    s = float(value)
+    if not 0 <= s <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{s} is not in [0, {MAX_TIMEOUT_S}]")
+    return s
+
+
 def default_log_dir():
     return os.environ.get("ROCKETMQ_CLIENT_LOG_DIR") or os.path.join(
         os.path.expanduser("~"), "logs", "rocketmq-client")
@@ -451,6 +478,10 @@ def parser():
     s.add_argument("--count", type=bounded_int(1, MAX_COUNT), required=True)
     s.add_argument("--outcome", choices=["commit", "rollback", "unknown", "alternate"], default="alternate",
                    help="what each local transaction answers")
+    s.add_argument("--check-outcome", choices=["commit", "rollback", "unknown", "alternate"], default="unknown",
+                   help="what a check from the broker is answered")
+    s.add_argument("--linger", type=bounded_linger, default=0.0,
+                   help="seconds to stay up after the sends, until every message was checked")
     s.add_argument("--body-prefix", default="cpp-tx-")
     s.add_argument("--send-timeout-ms", type=bounded_int(100, 60_000), default=3000)
     s.add_argument("--timeout", type=bounded_seconds, default=120.0, help="limit on the whole run, seconds")

@@ -1031,51 +1031,60 @@ async fn pull_everything(consumer: &PullConsumer, topic: &str) -> Vec<consumer_c
     all
 }
 
-/// Mechanism: the C++ transaction producer's half send (`TRAN_MSG`,
-/// `PGROUP`), then its oneway `END_TRANSACTION` with the offsets it reads
-/// from the send answer. Committed messages are delivered once each with
-/// their body; rolled-back ones never.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cpp_transaction_producer_commits_and_rolls_back() {
-    let Some(cpp) = Cpp::from_env("C++ transaction producer") else {
-        return;
-    };
-    let n: usize = if cpp.env.quick { 20 } else { 200 };
+/// Runs the C++ transaction producer with `args` on a new topic; returns
+/// the topic and each message's index and decided outcome by id
+/// (`outcome` or, when that is unknown, the check's answer).
+async fn cpp_transactions(
+    cpp: &Cpp,
+    name: &str,
+    args: &[&str],
+) -> (String, HashMap<String, (usize, String)>) {
     let topic = unique("CppTx");
     cpp.env.create_topic(&topic, QUEUES).await.unwrap();
-    let count = n.to_string();
-    let all = [
-        "transact",
-        "--namesrv",
-        &cpp.env.namesrv,
-        "--topic",
-        &topic,
-        "--count",
-        &count,
-        "--outcome",
-        "alternate",
-    ];
+    let mut all = vec!["transact", "--namesrv", &cpp.env.namesrv, "--topic", &topic];
+    all.extend_from_slice(args);
     let run = cpp
-        .run("transactions", &all, Duration::from_secs(120) + EXIT_SLACK)
+        .run(name, &all, Duration::from_secs(150) + EXIT_SLACK)
         .await;
     run.assert_success();
-    let mut outcomes: HashMap<String, (usize, String)> = HashMap::new();
+    let answers: HashMap<usize, String> = run
+        .of("checked")
+        .map(|e| {
+            let i = usize::try_from(e["i"].as_u64().unwrap()).unwrap();
+            (i, e["answer"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    let mut outcomes = HashMap::new();
     for e in run.of("sent") {
         assert_eq!(e["status"], "SEND_OK", "{e}");
         let i = usize::try_from(e["i"].as_u64().unwrap()).unwrap();
-        let outcome = e["outcome"].as_str().unwrap().to_owned();
+        let mut outcome = e["outcome"].as_str().unwrap().to_owned();
+        if outcome == "unknown" {
+            outcome = answers
+                .get(&i)
+                .unwrap_or_else(|| panic!("message {i}: unknown outcome, never checked"))
+                .clone();
+        }
         outcomes.insert(e["msg_id"].as_str().unwrap().to_owned(), (i, outcome));
     }
-    assert_eq!(outcomes.len(), n, "sends reported");
-    let commits = outcomes.values().filter(|(_, o)| o == "commit").count();
+    (topic, outcomes)
+}
 
+/// Pulls until every committed message of `outcomes` arrived, then checks
+/// that each came once with its body and that no other did.
+async fn assert_only_commits_delivered(
+    cpp: &Cpp,
+    topic: &str,
+    outcomes: &HashMap<String, (usize, String)>,
+) -> usize {
+    let commits = outcomes.values().filter(|(_, o)| o == "commit").count();
     // The ends are oneway: wait until every commit is delivered.
     let consumer = PullConsumer::start(ConsumerConfig::new(&cpp.env.namesrv, unique("cpp-tx-")))
         .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let pulled = loop {
-        let pulled = pull_everything(&consumer, &topic).await;
+        let pulled = pull_everything(&consumer, topic).await;
         if pulled.len() >= commits {
             break pulled;
         }
@@ -1103,5 +1112,58 @@ async fn cpp_transaction_producer_commits_and_rolls_back() {
         seen.values().all(|&c| c == 1),
         "a commit was delivered twice"
     );
+    commits
+}
+
+/// Mechanism: the C++ transaction producer's half send (`TRAN_MSG`,
+/// `PGROUP`), then its oneway `END_TRANSACTION` with the offsets it reads
+/// from the send answer. Committed messages are delivered once each with
+/// their body; rolled-back ones never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpp_transaction_producer_commits_and_rolls_back() {
+    let Some(cpp) = Cpp::from_env("C++ transaction producer") else {
+        return;
+    };
+    let n: usize = if cpp.env.quick { 20 } else { 200 };
+    let count = n.to_string();
+    let (topic, outcomes) = cpp_transactions(
+        &cpp,
+        "transactions",
+        &["--count", &count, "--outcome", "alternate"],
+    )
+    .await;
+    assert_eq!(outcomes.len(), n, "sends reported");
+    let commits = assert_only_commits_delivered(&cpp, &topic, &outcomes).await;
     println!("C++ transactions: {n} sent, {commits} committed and delivered once, none rolled back delivered");
+}
+
+/// Mechanism: local transactions that answer "unknown" leave their halves
+/// pending; the broker's `CHECK_TRANSACTION_STATE` reaches the C++
+/// producer (registered by its heartbeat), whose checker answers commit or
+/// rollback with `END_TRANSACTION`. The suite's brokers check after 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpp_transaction_checks_settle_unknown_outcomes() {
+    let Some(cpp) = Cpp::from_env("C++ transaction checks") else {
+        return;
+    };
+    let n: usize = if cpp.env.quick { 10 } else { 60 };
+    let count = n.to_string();
+    let (topic, outcomes) = cpp_transactions(
+        &cpp,
+        "checked-transactions",
+        &[
+            "--count",
+            &count,
+            "--outcome",
+            "unknown",
+            "--check-outcome",
+            "alternate",
+            "--linger",
+            "60",
+        ],
+    )
+    .await;
+    assert_eq!(outcomes.len(), n, "sends reported");
+    let commits = assert_only_commits_delivered(&cpp, &topic, &outcomes).await;
+    println!("C++ transaction checks: {n} sent unknown, all checked; {commits} committed by their check and delivered once");
 }

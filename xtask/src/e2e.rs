@@ -113,6 +113,9 @@ pub fn run_suite(root: &Path, options: Options) -> Result<()> {
                 format!("grpcListenPort={grpc_port}"),
                 format!("brokerName={name}"),
                 format!("mappedFileSizeCommitLog={}", 64 * 1024 * 1024),
+                // Transactions left unknown are checked within seconds.
+                "transactionTimeOut=1000".to_owned(),
+                "transactionCheckInterval=1000".to_owned(),
             ]);
         procs.push(start(broker)?);
         brokers.push(loopback(port));

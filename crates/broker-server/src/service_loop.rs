@@ -97,7 +97,10 @@ mod tests {
         };
         service.stop();
         assert!(sleeper.join().unwrap());
-        assert!(service.pause(Duration::from_secs(3600)), "at once once stopped");
+        assert!(
+            service.pause(Duration::from_secs(3600)),
+            "at once once stopped"
+        );
     }
 
     #[test]
