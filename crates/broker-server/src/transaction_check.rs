@@ -2,8 +2,9 @@
 //! messages nobody ended.
 //!
 //! Every `transactionCheckInterval` it walks the half queue from the oldest
-//! half not known to have ended. A half younger than `transactionTimeOut`
-//! (or its `CHECK_IMMUNITY_TIME_IN_SECONDS`) waits; one checked
+//! half not known to have ended. A half stored less than
+//! `transactionTimeOut` ago (or its `CHECK_IMMUNITY_TIME_IN_SECONDS`), by
+//! the broker's clock, waits; one checked
 //! `transactionCheckMax` times already is moved to
 //! `TRANS_CHECK_MAX_TIME_TOPIC` and counts as ended; any other is checked:
 //! `CHECK_TRANSACTION_STATE` (39, oneway) goes to a live connection of its
@@ -110,13 +111,15 @@ pub fn pass(state: &BrokerState, cursor: &mut i64, started_ms: i64) -> PassFigur
             .unwrap_or(0)
             .saturating_mul(1000)
             .max(i64::try_from(b.transaction_time_out).unwrap_or(i64::MAX));
-        if message_model::now_ms() - half.born_timestamp < immunity_ms {
+        // Aged by the broker's clock: a producer's clock ahead of it must
+        // not hold every check after its halves back.
+        if message_model::now_ms() - half.store_timestamp < immunity_ms {
             if immunity_s.is_some() {
                 // Its own, longer immunity: the ones after it may be due.
                 all_ended_so_far = false;
                 continue;
             }
-            // Halves come in born order (near enough): the rest are younger.
+            // Halves are stored in queue order: the rest are younger.
             break;
         }
         let now = Instant::now();

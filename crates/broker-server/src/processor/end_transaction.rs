@@ -1,7 +1,9 @@
 //! `END_TRANSACTION` (37): the producer commits or rolls back a half
 //! message (see [`crate::transaction`]). Producers send it oneway, so the
-//! answer is only seen by a caller that asks for one; every refusal is also
-//! logged.
+//! answer is only seen by a caller that asks for one; refusals are also
+//! logged, at most once a second.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use message_model::{
     flags::{
@@ -62,19 +64,34 @@ pub(crate) fn end(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand
     }
 }
 
+/// Logs a refusal (at most one line a second, with the number of refusals
+/// since the last line) and answers it.
 fn refuse(
     req: &RemotingCommand,
     header: &EndTransactionRequestHeader,
     refusal: Refusal,
 ) -> RemotingCommand {
-    tracing::warn!(
-        producer_group = %header.producer_group,
-        msg_id = %header.msg_id,
-        commit_log_offset = header.commit_log_offset,
-        code = refusal.code.0,
-        remark = %refusal.remark,
-        "END_TRANSACTION refused"
-    );
+    static LAST_LOG_MS: AtomicI64 = AtomicI64::new(0);
+    static SINCE_LAST_LOG: AtomicU64 = AtomicU64::new(0);
+    let refused = SINCE_LAST_LOG.fetch_add(1, Ordering::Relaxed) + 1;
+    let now = message_model::now_ms();
+    let last = LAST_LOG_MS.load(Ordering::Relaxed);
+    if now - last >= 1000
+        && LAST_LOG_MS
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        SINCE_LAST_LOG.store(0, Ordering::Relaxed);
+        tracing::warn!(
+            producer_group = %header.producer_group,
+            msg_id = %header.msg_id,
+            commit_log_offset = header.commit_log_offset,
+            code = refusal.code.0,
+            remark = %refusal.remark,
+            refused_since_last_line = refused,
+            "END_TRANSACTION refused (logged at most once a second)"
+        );
+    }
     refusal.answer(req)
 }
 
