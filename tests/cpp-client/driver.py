@@ -152,12 +152,12 @@ def check(dll, what, status):
         raise RuntimeError(f"{what}: status {int(status)}: {text(dll.GetLatestErrorMessage())}")
 
 
-def produce(args):
-    ffi, dll, _ = load_library(args.log_dir)
-    producer = dll.CreateProducer(args.group.encode())
+def start_producer(dll, producer, args, made_by):
+    """Configures and starts a producer `made_by` returned; prints
+    {"event": "started"} or {"event": "start_error"} and says which."""
     if not producer:
-        emit(event="start_error", error="CreateProducer returned null")
-        return EXIT_START_FAILED
+        emit(event="start_error", error=f"{made_by} returned null")
+        return False
     try:
         check(dll, "SetProducerNameServerAddress", dll.SetProducerNameServerAddress(producer, args.namesrv.encode()))
         check(dll, "SetProducerSendMsgTimeout", dll.SetProducerSendMsgTimeout(producer, args.send_timeout_ms))
@@ -165,8 +165,16 @@ def produce(args):
         check(dll, "StartProducer", dll.StartProducer(producer))
     except RuntimeError as e:
         emit(event="start_error", error=str(e))
-        return EXIT_START_FAILED
+        return False
     emit(event="started", version=text(dll.ShowProducerVersion(producer)))
+    return True
+
+
+def produce(args):
+    ffi, dll, _ = load_library(args.log_dir)
+    producer = dll.CreateProducer(args.group.encode())
+    if not start_producer(dll, producer, args, "CreateProducer"):
+        return EXIT_START_FAILED
 
     shard = ctypes.c_int(args.shard if args.shard is not None else 0)
 
@@ -253,18 +261,8 @@ def transact(args):
         return TRANSACTION_STATUS[outcome_of(args.outcome, current["i"])]
 
     producer = dll.CreateTransactionProducer(args.group.encode(), check_local, None)
-    if not producer:
-        emit(event="start_error", error="CreateTransactionProducer returned null")
+    if not start_producer(dll, producer, args, "CreateTransactionProducer"):
         return EXIT_START_FAILED
-    try:
-        check(dll, "SetProducerNameServerAddress", dll.SetProducerNameServerAddress(producer, args.namesrv.encode()))
-        check(dll, "SetProducerSendMsgTimeout", dll.SetProducerSendMsgTimeout(producer, args.send_timeout_ms))
-        check(dll, "SetProducerLogLevel", dll.SetProducerLogLevel(producer, LOG_LEVELS[args.log_level]))
-        check(dll, "StartProducer", dll.StartProducer(producer))
-    except RuntimeError as e:
-        emit(event="start_error", error=str(e))
-        return EXIT_START_FAILED
-    emit(event="started", version=text(dll.ShowProducerVersion(producer)))
 
     deadline = time.monotonic() + args.timeout
     sent = failed = 0

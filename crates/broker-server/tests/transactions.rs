@@ -33,13 +33,22 @@ struct Half {
 }
 
 async fn send_half(b: &TestBroker, topic: &str, body: &[u8]) -> Half {
-    let r = b.invoke(send_request(topic, 1, body, PROPS)).await;
-    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
-    let h: SendMessageResponseHeader = r.decode_header().unwrap();
+    half_of(&b.invoke(send_request(topic, 1, body, PROPS)).await)
+}
+
+/// Where the send that `answer` answers landed.
+fn half_of(answer: &RemotingCommand) -> Half {
+    assert_eq!(
+        answer.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        answer.remark
+    );
+    let h: SendMessageResponseHeader = answer.decode_header().unwrap();
     Half {
         queue_offset: h.queue_offset,
         commit_log_offset: MessageId::decode(&h.msg_id).unwrap().commit_log_offset,
-        unique_key: h.transaction_id.unwrap(),
+        unique_key: h.transaction_id.unwrap_or_default(),
     }
 }
 
@@ -197,15 +206,9 @@ async fn ends_that_do_not_match_the_half_are_refused() {
         ResponseCode::SUCCESS
     );
     assert_eq!(b.broker.state().transactions.pending(0, 1), 1);
-    let plain = b.invoke(send_request("TxWrong", 1, b"plain", "")).await;
+    let not_half = half_of(&b.invoke(send_request("TxWrong", 1, b"plain", "")).await);
     indexed(&b, "TxWrong", 1, 1).await;
     assert_eq!(stored(&b, "TxWrong", 1).len(), 1, "only the plain message");
-    let h: SendMessageResponseHeader = plain.decode_header().unwrap();
-    let not_half = Half {
-        queue_offset: h.queue_offset,
-        commit_log_offset: MessageId::decode(&h.msg_id).unwrap().commit_log_offset,
-        unique_key: String::new(),
-    };
     let r = end(&b, &not_half, "TxGroup", 8).await;
     assert!(r
         .remark
@@ -286,13 +289,7 @@ async fn halves_nobody_ends_are_checked_then_discarded() {
                 )
                 .await
                 .unwrap();
-            assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
-            let h: SendMessageResponseHeader = r.decode_header().unwrap();
-            Half {
-                queue_offset: h.queue_offset,
-                commit_log_offset: MessageId::decode(&h.msg_id).unwrap().commit_log_offset,
-                unique_key: h.transaction_id.unwrap(),
-            }
+            half_of(&r)
         }
     };
     let answered = send(b"answered").await;
