@@ -276,7 +276,17 @@ impl BrokerState {
     pub fn refresh_metrics(&self) {
         self.metrics.refresh(&self.queues, &self.store);
         metrics::gauge!("sluice_timer_pending").set(self.timers.stats().pending as f64);
+        metrics::gauge!("sluice_transaction_half_pending").set(self.half_pending() as f64);
         self.refresh_quota_metrics();
+    }
+
+    /// Transactional half messages stored and not ended yet.
+    pub fn half_pending(&self) -> u64 {
+        use crate::transaction::{HALF_TOPIC, QUEUE_ID};
+        self.transactions.pending(
+            self.store.min_offset_in_queue(HALF_TOPIC, QUEUE_ID),
+            self.store.max_offset_in_queue(HALF_TOPIC, QUEUE_ID),
+        )
     }
 
     /// `sluice_quota_limit{topic,unit}` and

@@ -165,12 +165,16 @@ impl Transactions {
     }
 
     /// Half messages stored and not ended yet (`half_end` is the half
-    /// queue's end offset, `half_min` its first).
+    /// queue's end offset, `half_min` its first); forgets the ends of halves
+    /// below `half_min`, which retention deleted.
     pub fn pending(&self, half_min: i64, half_end: i64) -> u64 {
-        let ended = self.lock().range(half_min..half_end).count() as u64;
+        let mut ended = self.lock();
+        let kept = ended.split_off(&half_min);
+        *ended = kept;
+        let counted = ended.range(..half_end).count() as u64;
         u64::try_from(half_end - half_min)
             .unwrap_or(0)
-            .saturating_sub(ended)
+            .saturating_sub(counted)
     }
 }
 
@@ -233,6 +237,9 @@ mod tests {
         t.lock().extend([2, 3, 9]);
         assert_eq!(t.pending(0, 5), 3);
         assert_eq!(t.pending(3, 10), 5);
+        // The end of half 2 is forgotten once retention passed it.
+        assert_eq!(t.lock().len(), 2);
         assert_eq!(t.pending(5, 5), 0);
+        assert_eq!(t.pending(9, 12), 2);
     }
 }

@@ -226,10 +226,11 @@ async fn halves_are_refused_when_transactions_are_turned_off() {
     b.broker.shutdown().await;
 }
 
-/// A producer connection of group `TxGroup` that records the checks the
-/// broker sends it.
+/// A producer connection of group `TxGroup`, client id `client_id`, that
+/// records the checks the broker sends it.
 async fn checked_producer(
     b: &TestBroker,
+    client_id: &str,
 ) -> (
     remoting_net::RemotingClient,
     tokio::sync::mpsc::UnboundedReceiver<RemotingCommand>,
@@ -248,8 +249,10 @@ async fn checked_producer(
     };
     let client = remoting_net::RemotingClient::new(options);
     let beat = RemotingCommand::request(RequestCode::HEART_BEAT).with_body(
-        br#"{"clientID":"tx-producer@1","producerDataSet":[{"groupName":"TxGroup"}],"consumerDataSet":[]}"#
-            .to_vec(),
+        format!(
+            r#"{{"clientID":"{client_id}","producerDataSet":[{{"groupName":"TxGroup"}}],"consumerDataSet":[]}}"#
+        )
+        .into_bytes(),
     );
     let answer = client
         .invoke(&b.addr, beat, std::time::Duration::from_secs(10))
@@ -276,7 +279,7 @@ async fn halves_nobody_ends_are_checked_then_discarded() {
         ("transactionCheckMax", "2"),
     ])
     .await;
-    let (client, mut checks) = checked_producer(&b).await;
+    let (client, mut checks) = checked_producer(&b, "tx-producer@1").await;
     let send = |body: &'static [u8]| {
         let client = &client;
         let addr = b.addr.clone();
@@ -339,5 +342,46 @@ async fn halves_nobody_ends_are_checked_then_discarded() {
     indexed(&b, OP_TOPIC, 0, 2).await;
     assert_eq!(stored(&b, "TxChecked", 0).len(), 1, "only the answered one");
     assert_eq!(b.broker.state().transactions.pending(0, 2), 0);
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_whose_producer_left_is_checked_through_another_of_its_group() {
+    let b = TestBroker::start(&[
+        ("transactionTimeOut", "0"),
+        ("transactionCheckInterval", "100"),
+        ("transactionCheckMax", "1000"),
+    ])
+    .await;
+    let (first, _first_checks) = checked_producer(&b, "tx-producer@first").await;
+    let (second, mut second_checks) = checked_producer(&b, "tx-producer@second").await;
+    let r = first
+        .invoke(
+            &b.addr,
+            send_request("TxOrphan", 0, b"orphan", PROPS),
+            std::time::Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    let half = half_of(&r);
+    // The producer that sent it goes away before it ends it.
+    first.close_all().await;
+    loop {
+        let c = next_check(&mut second_checks).await;
+        let h: CheckTransactionStateRequestHeader = c.decode_header().unwrap();
+        if h.tran_state_table_offset == half.queue_offset {
+            break;
+        }
+    }
+    let mut end = end_request(&half, "TxGroup", 8);
+    end.set_ext("fromTransactionCheck", "true");
+    let r = second
+        .invoke(&b.addr, end, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    indexed(&b, "TxOrphan", 0, 1).await;
+    assert_eq!(stored(&b, "TxOrphan", 0)[0].2, b"orphan");
+    assert_eq!(b.broker.state().half_pending(), 0);
     b.broker.shutdown().await;
 }

@@ -247,6 +247,7 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
         ends.capacity().to_string(),
     );
     put("pullHoldRequests", state.pull_hold.len().to_string());
+    put("transactionHalfPending", state.half_pending().to_string());
     for (family, key) in [
         (Family::Send, "sendQueueShares"),
         (Family::Pull, "pullQueueShares"),
