@@ -317,6 +317,9 @@ def push(args):
     # stdin closed (with --hold).
     stop = threading.Event()
     lock = threading.Lock()
+    # Deliveries may begin before StartPushConsumer returns; their lines
+    # wait until "started" is out, which readers expect first.
+    announced = threading.Event()
 
     def on_message(_consumer, msg):
         received = now_ms()
@@ -346,6 +349,7 @@ def push(args):
         )
         # Printed before it is counted, so that the line of the delivery
         # that completes the run is out before "done".
+        announced.wait()
         with lock:
             emit(**fields)
             state["deliveries"] += 1
@@ -373,9 +377,11 @@ def push(args):
         check(dll, "StartPushConsumer", dll.StartPushConsumer(consumer))
     except RuntimeError as e:
         emit(event="start_error", error=str(e))
+        announced.set()
         return EXIT_START_FAILED
     emit(event="started", version=text(dll.ShowPushConsumerVersion(consumer)),
          model="BROADCASTING" if args.broadcast else "CLUSTERING", orderly=args.orderly)
+    announced.set()
 
     if args.hold:
         def watch_stdin():
