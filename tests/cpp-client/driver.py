@@ -170,6 +170,38 @@ def start_producer(dll, producer, args, made_by):
     return True
 
 
+def send_each(ffi, dll, args, deadline, send_one):
+    """Sends args.count messages to args.topic, body i being args.body_prefix
+    + i, until `deadline` (time.monotonic()); send_one(i, msg, result) sets
+    the rest of message i, sends it into the CSendResult pointer `result`
+    and returns the extra fields of its "sent" line. Prints a "sent" or
+    "send_error" line per message; returns (sent, failed)."""
+    sent = failed = 0
+    for i in range(args.count):
+        if time.monotonic() >= deadline:
+            emit(event="send_error", i=i, error=f"not sent: the run's {args.timeout} s are over")
+            failed += args.count - i
+            break
+        msg = dll.CreateMessage(args.topic.encode())
+        try:
+            body = f"{args.body_prefix}{i}".encode()
+            check(dll, "SetByteMessageBody", dll.SetByteMessageBody(msg, body, len(body)))
+            result = ffi._CSendResult()
+            extra = send_one(i, msg, ctypes.pointer(result))
+            name = SEND_STATUS.get(result.sendStatus, str(result.sendStatus))
+            emit(event="sent", i=i, msg_id=text(result.msgId), status=name, offset=result.offset, **extra)
+            if name == "SEND_OK":
+                sent += 1
+            else:
+                failed += 1
+        except RuntimeError as e:
+            emit(event="send_error", i=i, error=str(e))
+            failed += 1
+        finally:
+            dll.DestroyMessage(msg)
+    return sent, failed
+
+
 def produce(args):
     ffi, dll, _ = load_library(args.log_dir)
     producer = dll.CreateProducer(args.group.encode())
@@ -182,43 +214,23 @@ def produce(args):
     def select(size, _msg, arg):
         return ctypes.cast(arg, ctypes.POINTER(ctypes.c_int))[0] % size
 
-    deadline = time.monotonic() + args.timeout
-    sent = failed = 0
-    for i in range(args.count):
-        if time.monotonic() >= deadline:
-            emit(event="send_error", i=i, error=f"not sent: the run's {args.timeout} s are over")
-            failed += args.count - i
-            break
-        msg = dll.CreateMessage(args.topic.encode())
-        try:
-            if args.tag:
-                check(dll, "SetMessageTags", dll.SetMessageTags(msg, args.tag.encode()))
-            if args.keys:
-                keys = args.keys.replace("{i}", str(i))
-                check(dll, "SetMessageKeys", dll.SetMessageKeys(msg, keys.encode()))
-            body = f"{args.body_prefix}{i}".encode()
-            check(dll, "SetByteMessageBody", dll.SetByteMessageBody(msg, body, len(body)))
-            if args.delay_level:
-                check(dll, "SetDelayTimeLevel", dll.SetDelayTimeLevel(msg, args.delay_level))
-            result = ffi._CSendResult()
-            if args.shard is None:
-                status = dll.SendMessageSync(producer, msg, ctypes.pointer(result))
-            else:
-                status = dll.SendMessageOrderly(
-                    producer, msg, select, ctypes.cast(ctypes.pointer(shard), ctypes.c_void_p), 1,
-                    ctypes.pointer(result))
-            check(dll, "send", status)
-            name = SEND_STATUS.get(result.sendStatus, str(result.sendStatus))
-            emit(event="sent", i=i, msg_id=text(result.msgId), status=name, offset=result.offset, sent_ms=now_ms())
-            if name == "SEND_OK":
-                sent += 1
-            else:
-                failed += 1
-        except RuntimeError as e:
-            emit(event="send_error", i=i, error=str(e))
-            failed += 1
-        finally:
-            dll.DestroyMessage(msg)
+    def send_one(i, msg, result):
+        if args.tag:
+            check(dll, "SetMessageTags", dll.SetMessageTags(msg, args.tag.encode()))
+        if args.keys:
+            keys = args.keys.replace("{i}", str(i))
+            check(dll, "SetMessageKeys", dll.SetMessageKeys(msg, keys.encode()))
+        if args.delay_level:
+            check(dll, "SetDelayTimeLevel", dll.SetDelayTimeLevel(msg, args.delay_level))
+        if args.shard is None:
+            status = dll.SendMessageSync(producer, msg, result)
+        else:
+            status = dll.SendMessageOrderly(
+                producer, msg, select, ctypes.cast(ctypes.pointer(shard), ctypes.c_void_p), 1, result)
+        check(dll, "send", status)
+        return {"sent_ms": now_ms()}
+
+    sent, failed = send_each(ffi, dll, args, time.monotonic() + args.timeout, send_one)
     emit(event="done", sent=sent, failed=failed)
     code = EXIT_OK if failed == 0 else EXIT_SEND_FAILED
     shutdown_bounded(lambda: dll.ShutdownProducer(producer), code)
@@ -264,33 +276,14 @@ def transact(args):
     if not start_producer(dll, producer, args, "CreateTransactionProducer"):
         return EXIT_START_FAILED
 
-    deadline = time.monotonic() + args.timeout
-    sent = failed = 0
-    for i in range(args.count):
-        if time.monotonic() >= deadline:
-            emit(event="send_error", i=i, error=f"not sent: the run's {args.timeout} s are over")
-            failed += args.count - i
-            break
+    def send_one(i, msg, result):
         current["i"] = i
-        msg = dll.CreateMessage(args.topic.encode())
-        try:
-            body = f"{args.body_prefix}{i}".encode()
-            check(dll, "SetByteMessageBody", dll.SetByteMessageBody(msg, body, len(body)))
-            result = ffi._CSendResult()
-            check(dll, "SendMessageTransaction",
-                  dll.SendMessageTransaction(producer, msg, execute_local, None, ctypes.pointer(result)))
-            name = SEND_STATUS.get(result.sendStatus, str(result.sendStatus))
-            emit(event="sent", i=i, msg_id=text(result.msgId), status=name, offset=result.offset,
-                 outcome=outcome_of(args.outcome, i))
-            if name == "SEND_OK":
-                sent += 1
-            else:
-                failed += 1
-        except RuntimeError as e:
-            emit(event="send_error", i=i, error=str(e))
-            failed += 1
-        finally:
-            dll.DestroyMessage(msg)
+        check(dll, "SendMessageTransaction",
+              dll.SendMessageTransaction(producer, msg, execute_local, None, result))
+        return {"outcome": outcome_of(args.outcome, i)}
+
+    deadline = time.monotonic() + args.timeout
+    sent, failed = send_each(ffi, dll, args, deadline, send_one)
     linger_end = min(deadline, time.monotonic() + args.linger)
     while time.monotonic() < linger_end:
         with checked_lock:

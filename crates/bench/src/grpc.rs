@@ -116,11 +116,7 @@ impl GrpcSender {
     }
 
     fn request<T>(&self, message: T) -> Request<T> {
-        let mut request = Request::new(message);
-        request
-            .metadata_mut()
-            .insert(CLIENT_ID_HEADER, self.client_id.clone());
-        request
+        with_client_id(message, &self.client_id)
     }
 
     /// The message of request `seq`.
@@ -171,6 +167,15 @@ impl GrpcSender {
             }
         }
     }
+}
+
+/// `message` as a request naming the client (`x-mq-client-id`).
+pub(crate) fn with_client_id<T>(message: T, client_id: &AsciiMetadataValue) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert(CLIENT_ID_HEADER, client_id.clone());
+    request
 }
 
 /// Sends `request` (a route query with the client id set) to the endpoint

@@ -32,7 +32,7 @@ use tonic::{
 
 use crate::{
     consume::{lock, progress, ConsumeConfig, ConsumeRecorder, ConsumeReport},
-    grpc::{check_route, CLIENT_ID_HEADER},
+    grpc::{check_route, with_client_id},
     outcome::grpc_code_name,
 };
 
@@ -119,11 +119,7 @@ pub async fn consume(config: &ConsumeConfig) -> Result<ConsumeReport> {
 
 impl Receiver {
     fn request<T>(&self, message: T) -> Request<T> {
-        let mut request = Request::new(message);
-        request
-            .metadata_mut()
-            .insert(CLIENT_ID_HEADER, self.client_id.clone());
-        request
+        with_client_id(message, &self.client_id)
     }
 
     /// Asks for the topic's route: the endpoint answers and knows the topic.

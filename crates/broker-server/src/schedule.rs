@@ -25,7 +25,7 @@ use std::{
 use message_model::{
     flags::{transaction_type, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE},
     properties::{keys, Properties},
-    record::{self, Record},
+    record::{self, Record, StoredMessage},
     MessageToStore,
 };
 use serde::Deserialize;
@@ -123,7 +123,18 @@ pub(crate) fn to_real_topic(
     let queue_id = props.remove(keys::REAL_QUEUE_ID)?.parse().ok()?;
     adjust(&mut props);
     let _ = props.insert(keys::WAIT_STORE_MSG_OK, "false");
-    Some(MessageToStore {
+    Some(restored(&m, topic, queue_id, props.encode()))
+}
+
+/// A stored record as a message to store again in `topic` and `queue_id`
+/// with `properties`; body, flags, hosts, times and redelivery count kept.
+pub(crate) fn restored(
+    m: &StoredMessage<'_>,
+    topic: String,
+    queue_id: i32,
+    properties: String,
+) -> MessageToStore {
+    MessageToStore {
         topic,
         queue_id,
         flag: m.flag,
@@ -134,8 +145,8 @@ pub(crate) fn to_real_topic(
         reconsume_times: m.reconsume_times,
         prepared_transaction_offset: m.prepared_transaction_offset,
         body: bytes::Bytes::copy_from_slice(m.body),
-        properties: props.encode(),
-    })
+        properties,
+    }
 }
 
 #[derive(Deserialize, Default)]

@@ -348,14 +348,7 @@ impl BrokerState {
     }
 
     fn warn_rate_limited(&self, reason: &Reason, peer: SocketAddr, code: i32) {
-        let slot = &self.last_warn_ms[reason.index()];
-        let now = message_model::now_ms() as u64;
-        let last = slot.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 1000
-            && slot
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if once_a_second(&self.last_warn_ms[reason.index()]) {
             tracing::warn!(
                 reason = reason.label(),
                 remark = %reason.remark(),
@@ -368,6 +361,18 @@ impl BrokerState {
             );
         }
     }
+}
+
+/// Whether a log line limited to one a second may be written now; `slot`
+/// holds when (ms since the epoch) the last one was, and is claimed by the
+/// caller that gets `true`.
+pub(crate) fn once_a_second(slot: &AtomicU64) -> bool {
+    let now = message_model::now_ms() as u64;
+    let last = slot.load(Ordering::Relaxed);
+    now.saturating_sub(last) >= 1000
+        && slot
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
 }
 
 /// What the send and pull queues' fair shares are per (`sendShareKey`,

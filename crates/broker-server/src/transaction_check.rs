@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 use message_model::{
     properties::{keys, Properties},
     record::{self, Record, StoredMessage},
-    MessageId, MessageToStore,
+    MessageId,
 };
 use remoting_protocol::{header::CheckTransactionStateRequestHeader, RemotingCommand, RequestCode};
 
 use crate::{
     processor::ensure_system_topic,
-    schedule::to_real_topic,
+    schedule::restored,
     state::BrokerState,
     transaction::{op_record, CHECK_IMMUNITY, HALF_TOPIC, QUEUE_ID},
 };
@@ -137,7 +137,7 @@ pub fn pass(state: &BrokerState, cursor: &mut i64, started_ms: i64) -> PassFigur
         }
         let times = state.transactions.checked(here);
         if times >= b.transaction_check_max {
-            if discard(state, stored, &half) {
+            if discard(state, &half) {
                 ended.insert(here);
                 state.transactions.forget_checks(here);
                 figures.discarded += 1;
@@ -149,7 +149,7 @@ pub fn pass(state: &BrokerState, cursor: &mut i64, started_ms: i64) -> PassFigur
         } else {
             drop(ended);
             state.transactions.record_check(here);
-            if send_check(state, stored, &half, &props) {
+            if send_check(state, &half, &props) {
                 figures.checked += 1;
             } else {
                 figures.no_producer += 1;
@@ -175,18 +175,18 @@ fn record_figures(f: PassFigures) {
 
 /// Moves a half checked too often to [`CHECK_MAX_TIME_TOPIC`] and records
 /// its end; false (and logged) when the store refused.
-fn discard(state: &BrokerState, stored: &[u8], half: &StoredMessage<'_>) -> bool {
+fn discard(state: &BrokerState, half: &StoredMessage<'_>) -> bool {
     if let Err(refusal) = ensure_system_topic(state, CHECK_MAX_TIME_TOPIC) {
         tracing::error!(remark = %refusal.remark, "cannot make {CHECK_MAX_TIME_TOPIC}");
         return false;
     }
-    let Some(mut kept) = to_real_topic(stored, |_| {}) else {
-        return false;
-    };
     // As stored in the half topic, properties and all, in a topic of its own.
-    kept.properties = half.properties.to_owned();
-    kept.topic = CHECK_MAX_TIME_TOPIC.to_owned();
-    kept.queue_id = 0;
+    let kept = restored(
+        half,
+        CHECK_MAX_TIME_TOPIC.to_owned(),
+        0,
+        half.properties.to_owned(),
+    );
     let props = Properties::decode(half.properties);
     tracing::warn!(
         producer_group = props.get(keys::PRODUCER_GROUP).unwrap_or(""),
@@ -201,17 +201,12 @@ fn discard(state: &BrokerState, stored: &[u8], half: &StoredMessage<'_>) -> bool
 
 /// Sends the check of `half` to a live connection of its producer group;
 /// false when there is none.
-fn send_check(
-    state: &BrokerState,
-    stored: &[u8],
-    half: &StoredMessage<'_>,
-    props: &Properties,
-) -> bool {
+fn send_check(state: &BrokerState, half: &StoredMessage<'_>, props: &Properties) -> bool {
     let group = props.get(keys::PRODUCER_GROUP).unwrap_or("");
     let unique_key = props
         .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         .map(str::to_owned);
-    let Some(body) = check_body(stored, half) else {
+    let Some(body) = check_body(half, props) else {
         return false;
     };
     let header = CheckTransactionStateRequestHeader {
@@ -251,9 +246,13 @@ fn send_check(
 
 /// The check's body: the half as a whole record in its real topic and
 /// queue, with its offsets and store time.
-fn check_body(stored: &[u8], half: &StoredMessage<'_>) -> Option<Vec<u8>> {
-    let mut real: MessageToStore = to_real_topic(stored, |_| {})?;
-    real.properties = half.properties.to_owned();
+fn check_body(half: &StoredMessage<'_>, props: &Properties) -> Option<Vec<u8>> {
+    let real = restored(
+        half,
+        props.get(keys::REAL_TOPIC)?.to_owned(),
+        props.get(keys::REAL_QUEUE_ID)?.parse().ok()?,
+        half.properties.to_owned(),
+    );
     let mut out = Vec::new();
     record::encode(&real, usize::MAX, &mut out).ok()?;
     record::patch(

@@ -3,7 +3,7 @@
 //! answer is only seen by a caller that asks for one; refusals are also
 //! logged, at most once a second.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use message_model::{
     flags::{
@@ -18,7 +18,7 @@ use remoting_protocol::{header::EndTransactionRequestHeader, RemotingCommand, Re
 use crate::{
     processor::{bad_header, send_message::apply_timing, Refusal},
     schedule::to_real_topic,
-    state::BrokerState,
+    state::{once_a_second, BrokerState},
     transaction::{op_record, CHECK_IMMUNITY, HALF_TOPIC},
 };
 
@@ -71,16 +71,10 @@ fn refuse(
     header: &EndTransactionRequestHeader,
     refusal: Refusal,
 ) -> RemotingCommand {
-    static LAST_LOG_MS: AtomicI64 = AtomicI64::new(0);
+    static LAST_LOG_MS: AtomicU64 = AtomicU64::new(0);
     static SINCE_LAST_LOG: AtomicU64 = AtomicU64::new(0);
     let refused = SINCE_LAST_LOG.fetch_add(1, Ordering::Relaxed) + 1;
-    let now = message_model::now_ms();
-    let last = LAST_LOG_MS.load(Ordering::Relaxed);
-    if now - last >= 1000
-        && LAST_LOG_MS
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    {
+    if once_a_second(&LAST_LOG_MS) {
         SINCE_LAST_LOG.store(0, Ordering::Relaxed);
         tracing::warn!(
             producer_group = %header.producer_group,
