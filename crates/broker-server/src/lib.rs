@@ -296,6 +296,7 @@ impl Broker {
         state
             .store
             .set_retention_listener(retention_watch::listener(Arc::downgrade(&state)));
+        processor::end_transaction::repair_last_end(&state);
         let threads = executor::start(&state).map_err(io_error("start worker threads"))?;
         let housekeeping_stop = Arc::new(AtomicBool::new(false));
         let mut threads = threads;

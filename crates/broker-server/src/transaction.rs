@@ -9,6 +9,13 @@
 //! Both topics are in the store, so they survive a crash like any message;
 //! which halves have ended is read back from the op queue when the broker
 //! starts ([`Transactions::load`]).
+//!
+//! A commit records its op first and stores the message second, both under
+//! [`Transactions::lock`], so at most the last op can lack its message: the
+//! broker looks for it when it starts and stores it if the broker stopped
+//! in between. The other order would let a check commit the half a second
+//! time. An op carries its outcome ([`END_OUTCOME`]); a commit whose
+//! message the store refused is undone by an op with [`UNDO_TAG`].
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -35,6 +42,18 @@ pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 pub const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 /// The tag of an op record: the half messages it names have ended.
 pub const REMOVE_TAG: &str = "d";
+/// The tag of an op record that undoes an end: the half it names is
+/// pending again (its commit could not be stored).
+pub const UNDO_TAG: &str = "u";
+/// The op record's property naming how the half ended: [`COMMIT`],
+/// [`ROLLBACK`] or [`DISCARD`].
+pub const END_OUTCOME: &str = "TRAN_END_OUTCOME";
+/// The half was committed: its message is stored in its real topic.
+pub const COMMIT: &str = "commit";
+/// The half was rolled back.
+pub const ROLLBACK: &str = "rollback";
+/// The half was checked too often and moved aside.
+pub const DISCARD: &str = "discard";
 /// The one queue of each transaction topic.
 pub const QUEUE_ID: i32 = 0;
 /// The property a producer sets to be checked no earlier than this many
@@ -60,10 +79,22 @@ pub fn to_half(msg: &mut MessageToStore, unique_key: &str) {
 }
 
 /// The op record saying that the half message at `half_offset` (its queue
-/// offset in the half topic) has ended.
-pub fn op_record(half_offset: i64, store_host: SocketAddr) -> MessageToStore {
+/// offset in the half topic) has ended with `outcome`.
+pub fn op_record(half_offset: i64, outcome: &str, store_host: SocketAddr) -> MessageToStore {
+    let mut op = undo_record(half_offset, store_host);
     let mut props = Properties::default();
     let _ = props.insert(keys::TAGS, REMOVE_TAG);
+    let _ = props.insert(END_OUTCOME, outcome);
+    let _ = props.insert(keys::WAIT_STORE_MSG_OK, "false");
+    op.properties = props.encode();
+    op
+}
+
+/// The op record saying that the end of the half message at `half_offset`
+/// is undone: it is pending again.
+pub fn undo_record(half_offset: i64, store_host: SocketAddr) -> MessageToStore {
+    let mut props = Properties::default();
+    let _ = props.insert(keys::TAGS, UNDO_TAG);
     let _ = props.insert(keys::WAIT_STORE_MSG_OK, "false");
     MessageToStore {
         topic: OP_TOPIC.to_owned(),
@@ -112,7 +143,13 @@ impl Transactions {
             let got = store.get_messages(OP_TOPIC, QUEUE_ID, offset, LOAD_BATCH, usize::MAX, None);
             for stored in &got.messages {
                 if let Record::Message(m) = record::check(stored, false) {
-                    ended.extend(op_offsets(m.body));
+                    if Properties::decode(m.properties).get(keys::TAGS) == Some(UNDO_TAG) {
+                        for offset in op_offsets(m.body) {
+                            ended.remove(&offset);
+                        }
+                    } else {
+                        ended.extend(op_offsets(m.body));
+                    }
                 }
             }
             if got.next_begin_offset <= offset {
@@ -226,12 +263,20 @@ mod tests {
 
     #[test]
     fn op_records_name_their_half_offsets() {
-        let op = op_record(17, "127.0.0.1:2".parse().unwrap());
+        let op = op_record(17, COMMIT, "127.0.0.1:2".parse().unwrap());
         assert_eq!((op.topic.as_str(), op.queue_id), (OP_TOPIC, 0));
         assert_eq!(&op.body[..], b"17,");
+        let props = Properties::decode(&op.properties);
+        assert_eq!(props.get(keys::TAGS), Some(REMOVE_TAG));
+        assert_eq!(props.get(END_OUTCOME), Some(COMMIT));
+        let undo = undo_record(17, "127.0.0.1:2".parse().unwrap());
         assert_eq!(
-            Properties::decode(&op.properties).get(keys::TAGS),
-            Some(REMOVE_TAG)
+            (undo.topic.as_str(), &undo.body[..]),
+            (OP_TOPIC, &b"17,"[..])
+        );
+        assert_eq!(
+            Properties::decode(&undo.properties).get(keys::TAGS),
+            Some(UNDO_TAG)
         );
         let named: Vec<i64> = op_offsets(b"17,18, 19,x,").collect();
         assert_eq!(named, [17, 18, 19]);

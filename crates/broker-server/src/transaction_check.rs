@@ -30,7 +30,7 @@ use crate::{
     processor::ensure_system_topic,
     schedule::restored,
     state::BrokerState,
-    transaction::{op_record, CHECK_IMMUNITY, HALF_TOPIC, QUEUE_ID},
+    transaction::{op_record, CHECK_IMMUNITY, DISCARD, HALF_TOPIC, QUEUE_ID},
 };
 
 /// Where halves checked too often go.
@@ -195,7 +195,7 @@ fn discard(state: &BrokerState, half: &StoredMessage<'_>) -> bool {
         "half message checked transactionCheckMax times without an answer: \
          moved to {CHECK_MAX_TIME_TOPIC}, never delivered"
     );
-    let op = op_record(half.queue_offset, state.store_host);
+    let op = op_record(half.queue_offset, DISCARD, state.store_host);
     state.store.put_message(&kept).is_ok() && state.store.put_message(&op).is_ok()
 }
 

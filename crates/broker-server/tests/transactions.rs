@@ -8,7 +8,7 @@
 
 mod common;
 
-use broker_server::transaction::{HALF_TOPIC, OP_TOPIC};
+use broker_server::transaction::{op_record, undo_record, COMMIT, HALF_TOPIC, OP_TOPIC};
 use common::{send_request, TestBroker};
 use message_model::{
     flags::{transaction_type, TRANSACTION_COMMIT_TYPE},
@@ -129,7 +129,7 @@ async fn a_commit_delivers_the_half_once_and_a_rollback_never() {
         ResponseCode::SUCCESS
     );
 
-    // The op records follow the commit in the CommitLog.
+    // The second end's op record follows the first commit in the CommitLog.
     indexed(&b, OP_TOPIC, 0, 2).await;
     let delivered = stored(&b, "TxOrders", 1);
     assert_eq!(delivered.len(), 1, "one commit, one message");
@@ -164,6 +164,76 @@ async fn a_commit_delivers_the_half_once_and_a_rollback_never() {
     assert_eq!(stored(&b, OP_TOPIC, 0).len(), 2);
     assert_eq!(third.queue_offset, 2);
     assert_eq!(b.broker.state().transactions.pending(0, 3), 1);
+    b.broker.shutdown().await;
+}
+
+/// Restarts the broker on the same files.
+async fn restart(b: TestBroker, dir: &std::path::Path) -> TestBroker {
+    let (broker, _client, _addr, _dir) = b.into_parts();
+    broker.shutdown().await;
+    TestBroker::start_in(dir, &[]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_recorded_but_not_stored_is_stored_when_the_broker_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start_in(dir.path(), &[]).await;
+    let first = send_half(&b, "TxRepair", b"first").await;
+    let second = send_half(&b, "TxRepair", b"second").await;
+    let r = end(&b, &first, "TxGroup", 8).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    // The broker stops after recording the second half's commit and
+    // before storing its message: only the op record is there.
+    let state = b.broker.state();
+    state
+        .store
+        .put_message(&op_record(second.queue_offset, COMMIT, state.store_host))
+        .unwrap();
+    indexed(&b, OP_TOPIC, 0, 2).await;
+    assert_eq!(stored(&b, "TxRepair", 1).len(), 1);
+
+    let b = restart(b, dir.path()).await;
+    indexed(&b, "TxRepair", 1, 2).await;
+    let bodies: Vec<Vec<u8>> = stored(&b, "TxRepair", 1)
+        .into_iter()
+        .map(|(flag, _, body)| {
+            assert_eq!(transaction_type(flag), TRANSACTION_COMMIT_TYPE);
+            body
+        })
+        .collect();
+    assert_eq!(bodies, [b"first".to_vec(), b"second".to_vec()]);
+    assert_eq!(b.broker.state().transactions.pending(0, 2), 0);
+
+    // Found the next time: stored once.
+    let b = restart(b, dir.path()).await;
+    let third = send_half(&b, "TxRepair", b"third").await;
+    indexed(&b, HALF_TOPIC, 0, third.queue_offset + 1).await;
+    assert_eq!(stored(&b, "TxRepair", 1).len(), 2);
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undone_end_leaves_the_half_pending_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start_in(dir.path(), &[]).await;
+    let half = send_half(&b, "TxUndo", b"undone").await;
+    let state = b.broker.state();
+    for op in [
+        op_record(half.queue_offset, COMMIT, state.store_host),
+        undo_record(half.queue_offset, state.store_host),
+    ] {
+        state.store.put_message(&op).unwrap();
+    }
+    indexed(&b, OP_TOPIC, 0, 2).await;
+
+    let b = restart(b, dir.path()).await;
+    assert_eq!(b.broker.state().transactions.pending(0, 1), 1);
+    assert!(stored(&b, "TxUndo", 1).is_empty());
+    // The producer's end still commits it, once.
+    let r = end(&b, &half, "TxGroup", 8).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    indexed(&b, "TxUndo", 1, 1).await;
+    assert_eq!(stored(&b, "TxUndo", 1).len(), 1);
     b.broker.shutdown().await;
 }
 

@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use message_model::{
     flags::{
-        TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE,
+        transaction_type, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE,
         TRANSACTION_TYPE_MASK,
     },
     properties::{keys, Properties},
     record::{self, Record},
+    MessageToStore,
 };
 use remoting_protocol::{header::EndTransactionRequestHeader, RemotingCommand, ResponseCode};
 
@@ -19,7 +20,10 @@ use crate::{
     processor::{bad_header, send_message::apply_timing, Refusal},
     schedule::to_real_topic,
     state::{once_a_second, BrokerState},
-    transaction::{op_record, CHECK_IMMUNITY, HALF_TOPIC},
+    transaction::{
+        op_offsets, op_record, undo_record, CHECK_IMMUNITY, COMMIT, END_OUTCOME, HALF_TOPIC,
+        OP_TOPIC, QUEUE_ID, REMOVE_TAG, ROLLBACK,
+    },
 };
 
 /// Commits or rolls back the half message the header names.
@@ -163,39 +167,182 @@ fn end_half(state: &BrokerState, header: &EndTransactionRequestHeader) -> Result
         );
         return Ok(false);
     }
-    let op = op_record(half.queue_offset, state.store_host);
-    if header.commit_or_rollback == TRANSACTION_COMMIT_TYPE {
-        let Some(mut real) = to_real_topic(&stored, |_| {}) else {
-            return Err(Refusal::new(
-                ResponseCode::SYSTEM_ERROR,
-                "the half message names no real topic and queue",
-            ));
-        };
-        real.sys_flag = (real.sys_flag & !TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE;
-        real.prepared_transaction_offset = half.physical_offset;
-        if let Err(refusal) = apply_timing(state, &mut real, state.schedule.max_level()) {
-            tracing::warn!(
-                remark = %refusal.remark,
-                "committed message stored at once: its delay or timer cannot be honoured"
-            );
-        }
+    let commit = header.commit_or_rollback == TRANSACTION_COMMIT_TYPE;
+    let real = if commit {
+        Some(committed(state, &stored, half.physical_offset)?)
+    } else {
+        None
+    };
+    let outcome = if commit { COMMIT } else { ROLLBACK };
+    if let Err(e) =
+        state
+            .store
+            .put_message(&op_record(half.queue_offset, outcome, state.store_host))
+    {
+        return Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            format!("the end of the half message was not recorded: {e}"),
+        ));
+    }
+    if let Some(real) = real {
         if let Err(e) = state.store.put_message(&real) {
+            undo_end(state, half.queue_offset, &e);
             return Err(Refusal::new(
                 ResponseCode::SYSTEM_ERROR,
                 format!("the committed message was not stored: {e}"),
             ));
         }
     }
-    // The commit is stored; without its op record a restarted broker would
-    // see the half as pending, so a failure here is logged loudly.
-    if let Err(e) = state.store.put_message(&op) {
-        tracing::error!(
-            half_offset = half.queue_offset,
-            cause = %e,
-            "the end of a half message was not recorded; after a restart it counts as pending"
-        );
-    }
     ended.insert(half.queue_offset);
     state.transactions.forget_checks(half.queue_offset);
     Ok(true)
+}
+
+/// The committed message of the half stored as `half_record` (at
+/// `half_physical_offset`): in its real topic and queue, flagged as a
+/// commit, its delay or timer applied.
+fn committed(
+    state: &BrokerState,
+    half_record: &[u8],
+    half_physical_offset: i64,
+) -> Result<MessageToStore, Refusal> {
+    let Some(mut real) = to_real_topic(half_record, |_| {}) else {
+        return Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            "the half message names no real topic and queue",
+        ));
+    };
+    real.sys_flag = (real.sys_flag & !TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE;
+    real.prepared_transaction_offset = half_physical_offset;
+    if let Err(refusal) = apply_timing(state, &mut real, state.schedule.max_level()) {
+        tracing::warn!(
+            remark = %refusal.remark,
+            "committed message stored at once: its delay or timer cannot be honoured"
+        );
+    }
+    Ok(real)
+}
+
+/// Records that the commit of the half at `half_offset` did not happen
+/// after all, so the half is pending again (a check or a retried end
+/// commits it later).
+fn undo_end(state: &BrokerState, half_offset: i64, cause: &store::PutError) {
+    match state
+        .store
+        .put_message(&undo_record(half_offset, state.store_host))
+    {
+        Ok(_) => tracing::error!(
+            half_offset,
+            %cause,
+            "the committed message was not stored: its end is undone and the half is pending again"
+        ),
+        Err(e) => tracing::error!(
+            half_offset,
+            %cause,
+            undo_error = %e,
+            "the committed message was not stored, nor its end undone: it is stored when the \
+             broker starts next, unless another half ends first (then the half counts as ended)"
+        ),
+    }
+}
+
+/// How long after a commit's op record its message can be stored: the
+/// two appends follow each other under one lock, so this only bounds the
+/// wait for the put lock.
+const COMMIT_AFTER_OP_MS: i64 = 10 * 60 * 1000;
+
+/// Stores the message of the last committed half if the broker stopped
+/// between recording the commit and storing its message. Runs when the
+/// broker starts, before it serves or checks.
+pub(crate) fn repair_last_end(state: &BrokerState) {
+    let store = &state.store;
+    let end = store.max_offset_in_queue(OP_TOPIC, QUEUE_ID);
+    if end <= store.min_offset_in_queue(OP_TOPIC, QUEUE_ID) {
+        return;
+    }
+    let Some(op_bytes) = store
+        .queue_entry(OP_TOPIC, QUEUE_ID, end - 1)
+        .and_then(|e| store.lookup_message(u64::try_from(e.commit_log_offset).ok()?))
+    else {
+        return;
+    };
+    let Record::Message(op) = record::check(&op_bytes, false) else {
+        return;
+    };
+    let props = Properties::decode(op.properties);
+    if props.get(keys::TAGS) != Some(REMOVE_TAG) || props.get(END_OUTCOME) != Some(COMMIT) {
+        return;
+    }
+    let after_op = op.physical_offset + op.total_size as i64;
+    for half_offset in op_offsets(op.body) {
+        let Some((half_record, half_physical_offset)) = store
+            .queue_entry(HALF_TOPIC, QUEUE_ID, half_offset)
+            .and_then(|e| {
+                let record = store.lookup_message(u64::try_from(e.commit_log_offset).ok()?)?;
+                Some((record, e.commit_log_offset))
+            })
+        else {
+            continue;
+        };
+        if commit_stored(
+            store,
+            after_op,
+            half_physical_offset,
+            op.store_timestamp.saturating_add(COMMIT_AFTER_OP_MS),
+        ) {
+            continue;
+        }
+        let stored = committed(state, &half_record, half_physical_offset)
+            .map_err(|r| r.remark)
+            .and_then(|real| store.put_message(&real).map_err(|e| e.to_string()));
+        match stored {
+            Ok(_) => tracing::warn!(
+                half_offset,
+                "the broker stopped between recording a commit and storing its message: \
+                 the committed message is stored now"
+            ),
+            Err(cause) => tracing::error!(
+                half_offset,
+                %cause,
+                "the broker stopped between recording a commit and storing its message, \
+                 and the message cannot be stored now"
+            ),
+        }
+    }
+}
+
+/// Whether the commit of the half at `half_physical_offset` is in the
+/// CommitLog from `from`, among the records stored until `until_ms`.
+fn commit_stored(
+    store: &store::MessageStore,
+    from: i64,
+    half_physical_offset: i64,
+    until_ms: i64,
+) -> bool {
+    let file_size = store.config().mapped_file_size_commit_log as u64;
+    let end = store.max_physical_offset();
+    let Ok(mut at) = u64::try_from(from) else {
+        return false;
+    };
+    while at < end {
+        let Some(bytes) = store.lookup_message(at) else {
+            return false;
+        };
+        match record::check(&bytes, false) {
+            Record::Message(m) if m.total_size > 0 => {
+                if m.store_timestamp > until_ms {
+                    return false;
+                }
+                if m.prepared_transaction_offset == half_physical_offset
+                    && transaction_type(m.sys_flag) == TRANSACTION_COMMIT_TYPE
+                {
+                    return true;
+                }
+                at += m.total_size as u64;
+            }
+            Record::Blank => at = (at / file_size + 1) * file_size,
+            _ => return false,
+        }
+    }
+    false
 }

@@ -12,7 +12,7 @@ mod client_manage;
 
 pub(crate) use client_manage::notify_ids_changed;
 mod consumer_offset;
-mod end_transaction;
+pub(crate) mod end_transaction;
 mod groups;
 mod orderly;
 mod pull_message;
