@@ -32,6 +32,7 @@ pub fn all(root: &Path) -> Result<()> {
         crate::e2e::Options {
             quick: true,
             include_ignored: false,
+            filter: None,
         },
     )?;
     // The overload experiment end to end, in debug with short phases (about

@@ -1,5 +1,6 @@
-//! `cargo xtask e2e [--quick] [--include-ignored]`: the end-to-end suite
-//! against real processes.
+//! `cargo xtask e2e [--quick] [--include-ignored] [FILTER]`: the end-to-end
+//! suite against real processes (with a filter, only the scenarios whose
+//! names contain it).
 //!
 //! Builds the `namesrv` and `broker` binaries once, starts one name server
 //! and two brokers (`broker-a`, `broker-b`) on free loopback ports with their
@@ -50,13 +51,15 @@ fn cpp_client_python(root: &Path) -> Option<std::path::PathBuf> {
 }
 
 /// How to run the suite.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Smaller message counts (`SLUICE_E2E_QUICK=1`).
     pub quick: bool,
     /// Also the `#[ignore]`d scenarios: those of features the broker does
     /// not have yet.
     pub include_ignored: bool,
+    /// Only the scenarios whose names contain this.
+    pub filter: Option<String>,
 }
 
 /// Runs the suite.
@@ -129,7 +132,11 @@ pub fn run_suite(root: &Path, options: Options) -> Result<()> {
             // The scenarios of missing features fail; the others still run.
             test.arg("--no-fail-fast");
         }
-        test.args(["--", "--test-threads=1", "--nocapture"])
+        test.arg("--");
+        if let Some(filter) = &options.filter {
+            test.arg(filter);
+        }
+        test.args(["--test-threads=1", "--nocapture"])
             .env("SLUICE_E2E_NAMESRV", &ns_addr)
             .env("SLUICE_E2E_BROKER_A", &brokers[0])
             .env("SLUICE_E2E_BROKER_B", &brokers[1])

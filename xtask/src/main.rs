@@ -6,8 +6,9 @@
 //!   chaos suite, and the whole test suite.
 //! - `lint`: the repository rules alone (see `lint.rs`).
 //! - `fuzz-check`: builds the fuzz crate without running it.
-//! - `e2e [--quick] [--include-ignored]`: the end-to-end suite against real
-//!   name server and broker processes (see `e2e.rs`).
+//! - `e2e [--quick] [--include-ignored] [FILTER]`: the end-to-end suite
+//!   against real name server and broker processes (see `e2e.rs`); with a
+//!   filter, only the scenarios whose names contain it.
 //! - `chaos [--quick]`: the chaos suite against real broker processes (see
 //!   `chaos.rs`).
 //! - `bench overload|closed|protocols [--quick]`: the overload experiment,
@@ -44,6 +45,9 @@ fn main() -> Result<()> {
                 match arg.as_str() {
                     "--quick" => options.quick = true,
                     "--include-ignored" => options.include_ignored = true,
+                    filter if !filter.starts_with('-') && options.filter.is_none() => {
+                        options.filter = Some(filter.to_owned());
+                    }
                     other => bail!("e2e: unknown option {other:?}\n\n{USAGE}"),
                 }
             }
@@ -66,7 +70,8 @@ commands:
   fuzz-check   build the fuzz targets without running them
   e2e          end-to-end tests against real namesrv and broker processes
                (--quick: fewer messages; --include-ignored: also the scenarios
-               of features the broker lacks yet)
+               of features the broker lacks yet; a further word: only the
+               scenarios whose names contain it)
   chaos        cases that push the broker past its limits, one line each with
                its figure and PASS/FAIL (--quick: the short form CI runs)
   bench        overload: capacity, then 2x capacity with early admission on/off
