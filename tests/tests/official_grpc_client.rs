@@ -2,7 +2,8 @@
 //! against broker-a's gRPC endpoint, with no proxy: its producer sends and
 //! its `SimpleConsumer` receives and acknowledges every message; a delay
 //! message (delivery timestamp) arrives no earlier than its instant; the
-//! messages of a FIFO group arrive in order.
+//! messages of a FIFO group arrive in order; its transaction producer
+//! commits, rolls back and answers the broker's checks.
 //!
 //! Mechanism: Telemetry settings exchange, QueryRoute with endpoints derived
 //! from the access point, SendMessage entering the broker's send queue, and
@@ -11,6 +12,7 @@
 
 use std::{
     collections::HashMap,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -19,7 +21,8 @@ use rocketmq::{
     conf::{ClientOption, ProducerOption, SimpleConsumerOption},
     model::{
         common::{FilterExpression, FilterType},
-        message::MessageBuilder,
+        message::{MessageBuilder, MessageView},
+        transaction::{Transaction, TransactionResolution},
     },
     Producer, SimpleConsumer,
 };
@@ -285,4 +288,152 @@ async fn official_rust_client_receives_each_fifo_group_in_order() {
         assert_eq!(seqs, &expected, "group {g} out of order or repeated");
     }
     consumer.shutdown().await.unwrap();
+}
+
+/// Mechanism: TRANSACTION sends are half messages of the topic's group;
+/// `commit`/`rollback` are EndTransaction calls; the halves left open are
+/// checked after `transactionTimeOut` (1 s on the e2e brokers) with a
+/// RecoverOrphanedTransactionCommand on the producer's telemetry stream,
+/// which the client answers with EndTransaction from SOURCE_SERVER_CHECK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_rust_client_transactions_commit_roll_back_and_answer_checks() {
+    let Some(env) = E2eEnv::from_env("official RocketMQ 5 Rust client") else {
+        return;
+    };
+    let endpoint = env
+        .grpc
+        .clone()
+        .expect("SLUICE_E2E_GRPC_A: broker-a's gRPC endpoint");
+    let topic = unique("OfficialTx");
+    env.create_topic(&topic, QUEUES).await.unwrap();
+    let mut consumer = consumer_for(&endpoint, &topic, &unique("official-tx-"));
+    consumer.start().await.unwrap();
+    let all = FilterExpression::new(FilterType::Tag, "*");
+    let first = consumer
+        .receive_with(&topic, &all, 32, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(first.is_empty(), "nothing sent yet: {}", first.len());
+
+    // What the broker asked about, by body.
+    let checked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&checked);
+    let checker = Box::new(move |_transaction_id: String, view: MessageView| {
+        let body = String::from_utf8_lossy(view.body()).into_owned();
+        let resolution = if body.starts_with("check-commit") {
+            TransactionResolution::COMMIT
+        } else if body.starts_with("check-rollback") {
+            TransactionResolution::ROLLBACK
+        } else {
+            TransactionResolution::UNKNOWN
+        };
+        seen.lock().unwrap().push(body);
+        resolution
+    });
+    let mut option = ProducerOption::default();
+    option.set_topics(vec![topic.clone()]);
+    let mut producer =
+        Producer::new_transaction_producer(option, client_option(&endpoint), checker).unwrap();
+    producer.start().await.unwrap();
+    let half = |body: &str| {
+        MessageBuilder::transaction_message_builder(topic.as_str(), body.as_bytes().to_vec())
+            .set_tag("tx")
+            .build()
+            .unwrap()
+    };
+    let committed = producer
+        .send_transaction_message(half("commit"))
+        .await
+        .unwrap();
+    let committed_id = committed.message_id().to_owned();
+    committed.commit().await.unwrap();
+    let rolled_back = producer
+        .send_transaction_message(half("rollback"))
+        .await
+        .unwrap();
+    rolled_back.rollback().await.unwrap();
+    // Left open: the broker asks.
+    let open_commit = producer
+        .send_transaction_message(half("check-commit"))
+        .await
+        .unwrap();
+    let open_commit_id = open_commit.message_id().to_owned();
+    let open_rollback = producer
+        .send_transaction_message(half("check-rollback"))
+        .await
+        .unwrap();
+    drop((open_commit, open_rollback));
+
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
+    let mut received: HashMap<String, (String, usize)> = HashMap::new();
+    while !(received.contains_key(&committed_id) && received.contains_key(&open_commit_id)) {
+        assert!(
+            Instant::now() < deadline,
+            "within 60 s received only {received:?}; checks asked about {:?}",
+            checked.lock().unwrap()
+        );
+        receive_round(&consumer, &topic, &mut received).await;
+    }
+    let checks_done = |c: &Vec<String>| c.iter().any(|b| b == "check-rollback");
+    while !checks_done(&checked.lock().unwrap()) {
+        assert!(Instant::now() < deadline, "check-rollback never checked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Everything stored before the marker is received before it.
+    let marker = producer
+        .send(
+            MessageBuilder::builder()
+                .set_topic(topic.as_str())
+                .set_tag("tx")
+                .set_body(b"marker".to_vec())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    while !received.contains_key(marker.message_id()) {
+        assert!(Instant::now() < deadline, "the marker never arrived");
+        receive_round(&consumer, &topic, &mut received).await;
+    }
+    let mut bodies: Vec<(String, usize)> = received.into_values().collect();
+    bodies.sort();
+    println!(
+        "official client transactions: received {bodies:?} in {:.1} s; checks asked about {:?}",
+        started.elapsed().as_secs_f64(),
+        checked.lock().unwrap()
+    );
+    assert_eq!(
+        bodies,
+        [
+            ("check-commit".to_owned(), 1),
+            ("commit".to_owned(), 1),
+            ("marker".to_owned(), 1)
+        ],
+        "commits once each, rollbacks never"
+    );
+    producer.shutdown().await.unwrap();
+    consumer.shutdown().await.unwrap();
+}
+
+/// Receives once, acknowledges what came and counts it by message id (with
+/// its body).
+async fn receive_round(
+    consumer: &SimpleConsumer,
+    topic: &str,
+    received: &mut HashMap<String, (String, usize)>,
+) {
+    let all = FilterExpression::new(FilterType::Tag, "*");
+    let messages = consumer
+        .receive_with(topic, &all, 32, Duration::from_secs(30))
+        .await
+        .unwrap();
+    for m in messages {
+        consumer.ack(&m).await.unwrap();
+        let body = String::from_utf8_lossy(m.body()).into_owned();
+        received
+            .entry(m.message_id().to_owned())
+            .or_insert((body, 0))
+            .1 += 1;
+    }
 }

@@ -325,3 +325,118 @@ mod tests {
         assert_eq!(r.consumers_of("G"), ["b1"]);
     }
 }
+
+/// What the broker sends a gRPC client on its telemetry stream.
+pub type TelemetrySender =
+    tokio::sync::mpsc::Sender<Result<grpc_protocol::v2::TelemetryCommand, tonic::Status>>;
+
+/// One gRPC producer's telemetry stream.
+#[derive(Debug, Clone)]
+pub struct TelemetryStream {
+    /// The client's id (`x-mq-client-id`).
+    pub client_id: String,
+    /// Where commands to the client go.
+    pub tx: TelemetrySender,
+}
+
+/// The telemetry streams of gRPC producers, by the topics their settings
+/// publish to: how the broker asks them what became of a transaction.
+#[derive(Debug, Default)]
+pub struct TelemetryProducers {
+    by_topic: DashMap<String, Vec<(u64, TelemetryStream)>>,
+    topics_of: DashMap<u64, Vec<String>>,
+    next_stream: std::sync::atomic::AtomicU64,
+}
+
+impl TelemetryProducers {
+    /// A new id for a telemetry stream.
+    pub fn new_stream_id(&self) -> u64 {
+        self.next_stream
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records that stream `id` publishes to `topics` (replacing what its
+    /// earlier settings said).
+    pub fn register(&self, id: u64, topics: Vec<String>, stream: &TelemetryStream) {
+        self.unregister(id);
+        for topic in &topics {
+            self.by_topic
+                .entry(topic.clone())
+                .or_default()
+                .push((id, stream.clone()));
+        }
+        self.topics_of.insert(id, topics);
+    }
+
+    /// Forgets stream `id` (it closed).
+    pub fn unregister(&self, id: u64) {
+        let Some((_, topics)) = self.topics_of.remove(&id) else {
+            return;
+        };
+        for topic in topics {
+            if let dashmap::mapref::entry::Entry::Occupied(mut e) = self.by_topic.entry(topic) {
+                e.get_mut().retain(|(sid, _)| *sid != id);
+                if e.get().is_empty() {
+                    e.remove();
+                }
+            }
+        }
+    }
+
+    /// The open streams of producers publishing to `topic`.
+    pub fn streams_of(&self, topic: &str) -> Vec<TelemetryStream> {
+        self.by_topic
+            .get(topic)
+            .map(|v| v.iter().map(|(_, s)| s.clone()).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod telemetry_tests {
+    use super::*;
+
+    fn stream(
+        client: &str,
+    ) -> (
+        TelemetryStream,
+        tokio::sync::mpsc::Receiver<Result<grpc_protocol::v2::TelemetryCommand, tonic::Status>>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        (
+            TelemetryStream {
+                client_id: client.into(),
+                tx,
+            },
+            rx,
+        )
+    }
+
+    #[test]
+    fn streams_are_found_by_topic_until_they_close() {
+        let producers = TelemetryProducers::default();
+        let (a, _ra) = stream("a");
+        let (b, _rb) = stream("b");
+        let ia = producers.new_stream_id();
+        let ib = producers.new_stream_id();
+        producers.register(ia, vec!["T1".into(), "T2".into()], &a);
+        producers.register(ib, vec!["T1".into()], &b);
+        let ids = |t: &str| -> Vec<String> {
+            producers
+                .streams_of(t)
+                .into_iter()
+                .map(|s| s.client_id)
+                .collect()
+        };
+        assert_eq!(ids("T1"), ["a", "b"]);
+        assert_eq!(ids("T2"), ["a"]);
+        // New settings replace the old topics.
+        producers.register(ia, vec!["T3".into()], &a);
+        assert_eq!(ids("T1"), ["b"]);
+        assert!(ids("T2").is_empty());
+        producers.unregister(ib);
+        producers.unregister(ia);
+        assert!(ids("T1").is_empty() && ids("T3").is_empty());
+        assert!(producers.by_topic.is_empty() && producers.topics_of.is_empty());
+    }
+}

@@ -22,7 +22,7 @@ use remoting_protocol::{ResponseCode, RETRY_AFTER_MS};
 use store::MessageStore;
 
 use crate::{
-    clients::ClientRegistry,
+    clients::{ClientRegistry, TelemetryProducers},
     config::BrokerConfig,
     long_polling::PullHold,
     metrics::BrokerMetrics,
@@ -80,6 +80,8 @@ pub struct BrokerState {
     pub transactions: Transactions,
     /// Clients.
     pub clients: ClientRegistry,
+    /// gRPC producers' telemetry streams, for transaction checks.
+    pub grpc_producers: TelemetryProducers,
     /// Address in message ids.
     pub store_host: SocketAddr,
     /// The queue of each family.
@@ -187,6 +189,7 @@ impl BrokerState {
             locks: RebalanceLocks::default(),
             timers,
             clients: ClientRegistry::default(),
+            grpc_producers: TelemetryProducers::default(),
             store_host,
             queues,
             fast_failure,

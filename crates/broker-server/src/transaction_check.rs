@@ -10,7 +10,10 @@
 //! `CHECK_TRANSACTION_STATE` (39, oneway) goes to a live connection of its
 //! producer group, naming the half's own offsets, with the message (in its
 //! real topic and queue) as the body. The producer answers with
-//! `END_TRANSACTION`, `fromTransactionCheck=true`.
+//! `END_TRANSACTION`, `fromTransactionCheck=true`. A gRPC producer's half
+//! (its group is its topic) is checked with `RecoverOrphanedTransactionCommand`
+//! on the telemetry stream of a producer publishing to the topic, which
+//! answers with `EndTransaction` from `SOURCE_SERVER_CHECK`.
 //!
 //! Checks are paced to `transactionCheckMaxPerSecond`, so a backlog of
 //! halves cannot flood producers, nor the put lock with discards. How often
@@ -27,6 +30,7 @@ use message_model::{
 use remoting_protocol::{header::CheckTransactionStateRequestHeader, RemotingCommand, RequestCode};
 
 use crate::{
+    grpc,
     processor::ensure_system_topic,
     schedule::restored,
     state::BrokerState,
@@ -222,7 +226,12 @@ fn send_check(state: &BrokerState, half: &StoredMessage<'_>, props: &Properties)
         broker_name: Some(state.config().broker.broker_name.clone()),
     };
     let connections = state.clients.producer_connections(group);
-    if connections.is_empty() {
+    // A gRPC producer's halves are of the group named like their topic.
+    let streams = match props.get(keys::REAL_TOPIC) {
+        Some(topic) if topic == group => state.grpc_producers.streams_of(topic),
+        _ => Vec::new(),
+    };
+    if connections.is_empty() && streams.is_empty() {
         tracing::warn!(
             producer_group = group,
             half_offset = half.queue_offset,
@@ -231,17 +240,19 @@ fn send_check(state: &BrokerState, half: &StoredMessage<'_>, props: &Properties)
         return false;
     }
     let start = state.transactions.next_connection();
-    for i in 0..connections.len().min(CONNECTION_TRIES) {
-        let conn = &connections[(start + i) % connections.len()];
-        let mut check =
-            RemotingCommand::request_with_header(RequestCode::CHECK_TRANSACTION_STATE, &header)
-                .with_body(body.clone());
-        check.mark_oneway();
-        if conn.send(check) {
-            return true;
+    if !connections.is_empty() {
+        for i in 0..connections.len().min(CONNECTION_TRIES) {
+            let conn = &connections[(start + i) % connections.len()];
+            let mut check =
+                RemotingCommand::request_with_header(RequestCode::CHECK_TRANSACTION_STATE, &header)
+                    .with_body(body.clone());
+            check.mark_oneway();
+            if conn.send(check) {
+                return true;
+            }
         }
     }
-    false
+    grpc::transaction::send_check(state.store_host, half, &streams, start, CONNECTION_TRIES)
 }
 
 /// The check's body: the half as a whole record in its real topic and

@@ -14,8 +14,9 @@ use grpc_protocol::{
     v2::{
         settings::PubSub, telemetry_command::Command, Address, AddressScheme, ClientType, Code,
         EndTransactionRequest, Endpoints, HeartbeatRequest, Message, Permission, Publishing,
-        QueryAssignmentRequest, QueryRouteRequest, Resource, SendMessageRequest, Settings,
-        SystemProperties, TelemetryCommand,
+        QueryAssignmentRequest, QueryOffsetRequest, QueryRouteRequest, Resource,
+        SendMessageRequest, Settings, SystemProperties, TelemetryCommand, TransactionResolution,
+        TransactionSource,
     },
     MessagingServiceClient,
 };
@@ -332,12 +333,38 @@ async fn missing_client_id_and_unserved_rpcs_answer_business_statuses() {
     assert_eq!(code_of(hb.status.as_ref()), Code::Ok as i32);
 
     // gRPC status OK, business status NOT_IMPLEMENTED.
-    let end = c
-        .end_transaction(with_id(EndTransactionRequest::default()))
+    let offset = c
+        .query_offset(with_id(QueryOffsetRequest::default()))
         .await
         .expect("gRPC status OK")
         .into_inner();
-    assert_eq!(code_of(end.status.as_ref()), Code::NotImplemented as i32);
+    assert_eq!(code_of(offset.status.as_ref()), Code::NotImplemented as i32);
+    // An end without a resolution, or naming no half message.
+    let end = c
+        .end_transaction(with_id(EndTransactionRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code_of(end.status.as_ref()), Code::BadRequest as i32);
+    let end = c
+        .end_transaction(with_id(EndTransactionRequest {
+            topic: Some(Resource {
+                resource_namespace: String::new(),
+                name: "Orders".into(),
+            }),
+            transaction_id: "not-an-id".into(),
+            resolution: TransactionResolution::Commit as i32,
+            ..EndTransactionRequest::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        code_of(end.status.as_ref()),
+        Code::InvalidTransactionId as i32,
+        "{:?}",
+        end.status
+    );
     b.broker.shutdown().await;
 }
 
@@ -649,5 +676,188 @@ async fn a_delivery_timestamp_makes_a_timer_message() {
         Code::IllegalDeliveryTime as i32,
         "{too_far:?}"
     );
+    b.broker.shutdown().await;
+}
+
+/// A TRANSACTION message of `topic`.
+fn half_message(topic: &str, id: &str, body: &[u8]) -> Message {
+    let mut m = message(topic, id, 0, body);
+    if let Some(s) = m.system_properties.as_mut() {
+        s.message_type = grpc_protocol::v2::MessageType::Transaction as i32;
+    }
+    m
+}
+
+async fn end_transaction(
+    c: &mut MessagingServiceClient<Channel>,
+    topic: &str,
+    transaction_id: &str,
+    resolution: TransactionResolution,
+    source: TransactionSource,
+) -> i32 {
+    let end = c
+        .end_transaction(with_id(EndTransactionRequest {
+            topic: Some(resource(topic)),
+            message_id: String::new(),
+            transaction_id: transaction_id.into(),
+            resolution: resolution as i32,
+            source: source as i32,
+            trace_context: String::new(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    code_of(end.status.as_ref())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_end_by_call_and_by_a_check_on_the_telemetry_stream() {
+    let b = TestBroker::start(&[
+        ("transactionTimeOut", "0"),
+        ("transactionCheckInterval", "100"),
+    ])
+    .await;
+    let mut c = client(&b).await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<TelemetryCommand>(4);
+    let mut inbound = c
+        .telemetry(with_id(tokio_stream::wrappers::ReceiverStream::new(rx)))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(TelemetryCommand {
+        status: None,
+        command: Some(Command::Settings(Settings {
+            client_type: Some(ClientType::Producer as i32),
+            pub_sub: Some(PubSub::Publishing(Publishing {
+                topics: vec![resource("GTx")],
+                max_body_size: 0,
+                validate_message_type: true,
+            })),
+            ..Settings::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let reply = inbound.message().await.unwrap().unwrap();
+    assert!(matches!(reply.command, Some(Command::Settings(_))));
+
+    let sender = c.clone();
+    let send = |id: &'static str, body: &'static [u8]| {
+        let mut c = sender.clone();
+        async move {
+            let r = c
+                .send_message(with_id(SendMessageRequest {
+                    messages: vec![half_message("GTx", id, body)],
+                }))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(code_of(r.status.as_ref()), Code::Ok as i32, "{r:?}");
+            r.entries[0].transaction_id.clone()
+        }
+    };
+    let committed = send("01TXA", b"committed").await;
+    assert!(!committed.is_empty(), "a transaction id");
+    let ok = Code::Ok as i32;
+    let client_source = TransactionSource::SourceClient;
+    assert_eq!(
+        end_transaction(
+            &mut c,
+            "GTx",
+            &committed,
+            TransactionResolution::Commit,
+            client_source
+        )
+        .await,
+        ok
+    );
+    // A second end changes nothing; another topic's name finds nothing.
+    assert_eq!(
+        end_transaction(
+            &mut c,
+            "GTx",
+            &committed,
+            TransactionResolution::Rollback,
+            client_source
+        )
+        .await,
+        ok
+    );
+    assert_eq!(
+        end_transaction(
+            &mut c,
+            "Other",
+            &committed,
+            TransactionResolution::Commit,
+            client_source
+        )
+        .await,
+        Code::InvalidTransactionId as i32
+    );
+
+    // Left open: checked on the telemetry stream, and rolled back there.
+    let open = send("01TXB", b"rolled back by check").await;
+    // (The first half may have been checked too, before its end came.)
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let check = loop {
+        let next = tokio::time::timeout_at(deadline, inbound.message())
+            .await
+            .expect("checked within 10 s")
+            .unwrap()
+            .unwrap();
+        let Some(Command::RecoverOrphanedTransactionCommand(check)) = next.command else {
+            panic!("a check: {next:?}");
+        };
+        if check.transaction_id != committed {
+            break check;
+        }
+    };
+    assert_eq!(check.transaction_id, open);
+    let m = check.message.unwrap();
+    assert_eq!(m.system_properties.unwrap().message_id, "01TXB");
+    assert_eq!(m.body, b"rolled back by check");
+    assert_eq!(
+        m.user_properties.get("color").map(String::as_str),
+        Some("blue")
+    );
+    assert_eq!(
+        end_transaction(
+            &mut c,
+            "GTx",
+            &open,
+            TransactionResolution::Rollback,
+            TransactionSource::SourceServerCheck
+        )
+        .await,
+        ok
+    );
+    let state = b.broker.state();
+    assert_eq!(state.transactions.pending(0, 2), 0);
+    // The commit's op record precedes its message; the rollback's op
+    // record follows both.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while state
+        .store
+        .max_offset_in_queue(broker_server::transaction::OP_TOPIC, 0)
+        < 2
+    {
+        assert!(std::time::Instant::now() < deadline, "op records indexed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The topic was made by the first send, which picked its queue.
+    let delivered: Vec<Vec<u8>> = (0..16)
+        .flat_map(|q| {
+            state
+                .store
+                .get_messages("GTx", q, 0, 10, usize::MAX, None)
+                .messages
+        })
+        .map(|m| match message_model::record::check(&m, false) {
+            message_model::record::Record::Message(m) => m.body.to_vec(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(delivered, [b"committed".to_vec()]);
+    drop(tx);
     b.broker.shutdown().await;
 }

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use grpc_protocol::v2::{Code, Message, MessageType};
 use message_model::properties::{keys, Properties};
 
+use crate::transaction::CHECK_IMMUNITY;
+
 /// Property holding the producer's `born_host` text, so that it is delivered
 /// as sent.
 pub const BORN_HOST_TEXT: &str = keys::BORN_HOST;
@@ -129,8 +131,10 @@ pub fn properties_for_send(message: &Message, max_body: usize) -> Result<String,
         ));
     }
     let mut delivery_ms = None;
+    let mut transaction = false;
     match MessageType::try_from(sys.message_type).unwrap_or(MessageType::Unspecified) {
         MessageType::Unspecified | MessageType::Normal | MessageType::Fifo => {}
+        MessageType::Transaction => transaction = true,
         MessageType::Delay => {
             let due = sys
                 .delivery_timestamp
@@ -148,7 +152,8 @@ pub fn properties_for_send(message: &Message, max_body: usize) -> Result<String,
             return Err(refused(
                 Code::Unsupported,
                 format!(
-                    "{} messages are not supported by this broker; send NORMAL or FIFO messages",
+                    "{} messages are not supported by this broker; send NORMAL, FIFO, DELAY or \
+                     TRANSACTION messages",
                     other.as_str_name()
                 ),
             ))
@@ -209,6 +214,20 @@ pub fn properties_for_send(message: &Message, max_body: usize) -> Result<String,
         // A timer message (or, when already due, a plain one).
         put(keys::TIMER_DELIVER_MS, &due.to_string())?;
     }
+    if transaction {
+        // A half message, whose producer group is its topic (as the
+        // RocketMQ proxy has it): the broker checks it with the producers
+        // publishing to the topic.
+        put(keys::TRANSACTION_PREPARED, "true")?;
+        let topic = message.topic.as_ref().map_or("", |t| t.name.as_str());
+        put(keys::PRODUCER_GROUP, topic)?;
+        if let Some(d) = sys.orphaned_transaction_recovery_duration.as_ref() {
+            let seconds = d.seconds + i64::from(d.nanos > 0);
+            if seconds > 0 {
+                put(CHECK_IMMUNITY, &seconds.to_string())?;
+            }
+        }
+    }
     put(keys::WAIT_STORE_MSG_OK, "true")?;
     Ok(props.encode())
 }
@@ -245,6 +264,27 @@ mod tests {
         let user = user_properties(&props);
         assert_eq!(user.len(), 1, "{user:?}");
         assert_eq!(user.get("color").map(String::as_str), Some("red"));
+    }
+
+    #[test]
+    fn a_transaction_message_is_a_half_of_its_topics_group() {
+        let mut m = message("TX1");
+        m.topic = Some(grpc_protocol::v2::Resource {
+            resource_namespace: String::new(),
+            name: "Orders".into(),
+        });
+        let sys = m.system_properties.as_mut().unwrap();
+        sys.message_type = MessageType::Transaction as i32;
+        sys.orphaned_transaction_recovery_duration = Some(prost_types::Duration {
+            seconds: 4,
+            nanos: 1,
+        });
+        let props = Properties::decode(&properties_for_send(&m, 1024).unwrap());
+        assert_eq!(props.get(keys::TRANSACTION_PREPARED), Some("true"));
+        assert_eq!(props.get(keys::PRODUCER_GROUP), Some("Orders"));
+        assert_eq!(props.get(CHECK_IMMUNITY), Some("5"));
+        let plain = Properties::decode(&properties_for_send(&message("N1"), 1024).unwrap());
+        assert_eq!(plain.get(keys::TRANSACTION_PREPARED), None);
     }
 
     #[test]

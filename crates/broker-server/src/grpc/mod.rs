@@ -8,7 +8,8 @@
 //! queue (see [`send`]); busy answers become `TOO_MANY_REQUESTS` with the
 //! remoting remark as message and the retry hint as `retry-after-ms`
 //! response metadata (see [`status`]). Receives, acks and invisible-time
-//! changes use the POP engine (see [`receive`]).
+//! changes use the POP engine (see [`receive`]). Transactional messages,
+//! their ends and their checks: see [`transaction`].
 
 pub mod limited;
 pub mod message;
@@ -17,6 +18,7 @@ pub mod send;
 pub mod service;
 pub mod status;
 pub mod telemetry;
+pub mod transaction;
 
 use std::{sync::Arc, time::Duration};
 

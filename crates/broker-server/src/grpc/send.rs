@@ -5,7 +5,10 @@
 
 use std::{net::SocketAddr, sync::Arc};
 
-use grpc_protocol::v2::{Code, Message, SendMessageRequest, SendMessageResponse, SendResultEntry};
+use grpc_protocol::v2::{
+    Code, Message, MessageType, SendMessageRequest, SendMessageResponse, SendResultEntry,
+};
+use message_model::flags::TRANSACTION_PREPARED_TYPE;
 use remoting_protocol::{
     header::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader},
     RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
@@ -129,6 +132,10 @@ async fn send_one(
     {
         if let Ok(h) = response.decode_header::<SendMessageResponseHeader>() {
             entry.offset = h.queue_offset;
+            if is_transaction(message) {
+                // The half's offset message id: where an end finds it.
+                entry.transaction_id = h.msg_id;
+            }
         }
     }
     (entry, hint)
@@ -166,7 +173,11 @@ fn build_command(
         default_topic: AUTO_CREATE_TOPIC.to_owned(),
         default_topic_queue_nums: cfg.broker.default_topic_queue_nums,
         queue_id,
-        sys_flag: 0,
+        sys_flag: if is_transaction(message) {
+            TRANSACTION_PREPARED_TYPE
+        } else {
+            0
+        },
         born_timestamp: born,
         flag: 0,
         properties: Some(properties),
@@ -175,6 +186,13 @@ fn build_command(
     });
     RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header)
         .with_body(message.body.clone())
+}
+
+fn is_transaction(message: &Message) -> bool {
+    message
+        .system_properties
+        .as_ref()
+        .is_some_and(|s| s.message_type == MessageType::Transaction as i32)
 }
 
 /// FNV-1a: the same group lands in the same queue across restarts.

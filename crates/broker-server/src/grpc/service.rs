@@ -1,7 +1,8 @@
 //! The `MessagingService` implementation: route, assignment, heartbeat,
-//! termination, telemetry, send, and POP receive/ack/change-invisible; the
-//! RPCs the broker does not serve (offset-based pull and offsets,
-//! transactions) answer the business status `NOT_IMPLEMENTED`.
+//! termination, telemetry, send, transaction ends, and POP
+//! receive/ack/change-invisible; the RPCs the broker does not serve
+//! (offset-based pull and offsets) answer the business status
+//! `NOT_IMPLEMENTED`.
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -35,7 +36,7 @@ use crate::{
     grpc::{
         receive, send,
         status::{ok, status, RETRY_AFTER_METADATA},
-        telemetry,
+        telemetry, transaction,
     },
     state::BrokerState,
     topics::validate_topic_name,
@@ -122,6 +123,7 @@ impl GrpcService {
                     MessageType::Normal as i32,
                     MessageType::Fifo as i32,
                     MessageType::Delay as i32,
+                    MessageType::Transaction as i32,
                 ],
             })
             .collect()
@@ -489,15 +491,19 @@ impl MessagingService for GrpcService {
 
     async fn end_transaction(
         &self,
-        _request: Request<EndTransactionRequest>,
+        request: Request<EndTransactionRequest>,
     ) -> Result<Response<EndTransactionResponse>, tonic::Status> {
-        let st = not_implemented("EndTransaction");
-        answer(
-            "EndTransaction",
-            Instant::now(),
-            st.code,
-            EndTransactionResponse { status: Some(st) },
-        )
+        let started = Instant::now();
+        let body = if client_id(request.metadata()).is_none() {
+            EndTransactionResponse {
+                status: Some(client_id_required()),
+            }
+        } else {
+            let from = peer(&request);
+            transaction::end(&self.state, from, request.get_ref()).await
+        };
+        let code = code_of(body.status.as_ref());
+        answer("EndTransaction", started, code, body)
     }
 
     type TelemetryStream = AnswerStream<TelemetryCommand>;
@@ -521,20 +527,11 @@ impl MessagingService for GrpcService {
             started.elapsed().as_secs_f64(),
         );
         let (tx, rx) = mpsc::channel(telemetry::STREAM_CHANNEL_CAPACITY);
-        let max_body = self.state.config().store.max_message_size;
-        let state = Arc::clone(&self.state);
-        let fifo_group = move |group: &str| {
-            state
-                .subscriptions
-                .get(group)
-                .is_some_and(|g| g.consume_message_orderly)
-        };
         tokio::spawn(telemetry::serve_stream(
             request.into_inner(),
             tx,
             client,
-            max_body,
-            fifo_group,
+            Arc::clone(&self.state),
             self.shutdown.clone(),
         ));
         Ok(Response::new(ReceiverStream::new(rx)))

@@ -3,8 +3,12 @@
 //! client's settings completed by the broker's values (back-off policy,
 //! largest body, subscription parameters). The stream stays open until the
 //! client half-closes it or the broker shuts down.
+//!
+//! A producer's stream is registered under the topics its settings publish
+//! to, so the broker can send it `RecoverOrphanedTransactionCommand`s: the
+//! checks of its transactions (see [`crate::grpc::transaction`]).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use grpc_protocol::v2::{
     retry_policy::Strategy, settings::PubSub, telemetry_command::Command, ClientType,
@@ -14,7 +18,7 @@ use remoting_net::CancellationToken;
 use tokio::sync::mpsc;
 use tonic::Streaming;
 
-use crate::grpc::status::ok;
+use crate::{clients::TelemetryStream, grpc::status::ok, state::BrokerState};
 
 /// Commands the broker may have queued for one client before it waits.
 pub const STREAM_CHANNEL_CAPACITY: usize = 16;
@@ -97,15 +101,16 @@ pub fn settings_reply(client: &Settings, max_body_size: usize, fifo: bool) -> Se
 }
 
 /// Reads a client's commands until it half-closes (or the broker stops) and
-/// answers each `settings` on `tx`.
+/// answers each `settings` on `tx`; a producer's stream is known by its
+/// topics until it ends.
 pub async fn serve_stream(
     mut inbound: Streaming<TelemetryCommand>,
     tx: mpsc::Sender<Result<TelemetryCommand, tonic::Status>>,
     client_id: String,
-    max_body_size: usize,
-    fifo_group: impl Fn(&str) -> bool + Send + 'static,
+    state: Arc<BrokerState>,
     shutdown: CancellationToken,
 ) {
+    let stream_id = state.grpc_producers.new_stream_id();
     loop {
         let next = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -116,11 +121,23 @@ pub async fn serve_stream(
                 Some(Command::Settings(settings)) => {
                     tracing::debug!(client = %client_id, "telemetry settings received");
                     let fifo = match &settings.pub_sub {
-                        Some(PubSub::Subscription(s)) => {
-                            s.group.as_ref().is_some_and(|g| fifo_group(&g.name))
-                        }
+                        Some(PubSub::Subscription(s)) => s.group.as_ref().is_some_and(|g| {
+                            state
+                                .subscriptions
+                                .get(&g.name)
+                                .is_some_and(|g| g.consume_message_orderly)
+                        }),
                         _ => false,
                     };
+                    if let Some(PubSub::Publishing(p)) = &settings.pub_sub {
+                        let topics = p.topics.iter().map(|t| t.name.clone()).collect();
+                        let stream = TelemetryStream {
+                            client_id: client_id.clone(),
+                            tx: tx.clone(),
+                        };
+                        state.grpc_producers.register(stream_id, topics, &stream);
+                    }
+                    let max_body_size = state.config().store.max_message_size;
                     let reply = TelemetryCommand {
                         status: Some(ok()),
                         command: Some(Command::Settings(settings_reply(
@@ -149,6 +166,7 @@ pub async fn serve_stream(
             }
         }
     }
+    state.grpc_producers.unregister(stream_id);
     tracing::debug!(client = %client_id, "telemetry stream closed");
 }
 
