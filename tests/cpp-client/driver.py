@@ -18,7 +18,7 @@ Subcommands (every loop is bounded in count and time):
       {"event": "done", "sent", "failed"}. Exit 0 when every send was SEND_OK.
 
   transact --namesrv ADDR --topic T --count N [--outcome O]
-           [--check-outcome O] [--linger S]
+           [--check-outcome O] [--linger S [--expect-checks K]]
       Sends N transactional messages with a transaction producer
       (CreateTransactionProducer, SendMessageTransaction); body i is P + i.
       The local transaction of message i answers commit, rollback or unknown
@@ -28,7 +28,8 @@ Subcommands (every loop is bounded in count and time):
       message: {"event": "sent", "i", "msg_id", "status", "offset",
       "outcome"} or {"event": "send_error", "i", "error"}; one per check:
       {"event": "checked", "i", "answer"}. With --linger, the producer stays
-      up after its sends until every message was checked at least once or S
+      up after its sends until K distinct messages (default N; also those
+      another producer of the group sent) were checked at least once or S
       seconds passed. Then {"event": "done", "sent", "failed", "checked"}.
 
   push --namesrv ADDR --group G --topic T --expect N --timeout S
@@ -285,9 +286,10 @@ def transact(args):
     deadline = time.monotonic() + args.timeout
     sent, failed = send_each(ffi, dll, args, deadline, send_one)
     linger_end = min(deadline, time.monotonic() + args.linger)
+    expect_checks = args.count if args.expect_checks is None else args.expect_checks
     while time.monotonic() < linger_end:
         with checked_lock:
-            if len(checked) >= args.count:
+            if len(checked) >= expect_checks:
                 break
         time.sleep(0.1)
     with checked_lock:
@@ -479,6 +481,8 @@ def parser():
                    help="what a check from the broker is answered")
     s.add_argument("--linger", type=bounded_linger, default=0.0,
                    help="seconds to stay up after the sends, until every message was checked")
+    s.add_argument("--expect-checks", type=bounded_int(1, MAX_COUNT), default=None,
+                   help="distinct messages to be checked before the linger ends (default --count)")
     s.add_argument("--body-prefix", default="cpp-tx-")
     s.add_argument("--send-timeout-ms", type=bounded_int(100, 60_000), default=3000)
     s.add_argument("--timeout", type=bounded_seconds, default=120.0, help="limit on the whole run, seconds")

@@ -1167,3 +1167,110 @@ async fn cpp_transaction_checks_settle_unknown_outcomes() {
     let commits = assert_only_commits_delivered(&cpp, &topic, &outcomes).await;
     println!("C++ transaction checks: {n} sent unknown, all checked; {commits} committed by their check and delivered once");
 }
+
+/// Mechanism: a C++ transaction producer sends halves and is killed
+/// (SIGKILL) before it ends them; its connection closes, so the broker's
+/// checks (`CHECK_TRANSACTION_STATE`, every second on the e2e brokers) go
+/// to the other live producer of the group, which settles every half:
+/// commits delivered once, rollbacks never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpp_transaction_of_a_killed_producer_is_checked_through_another_of_its_group() {
+    let Some(cpp) = Cpp::from_env("C++ transaction producer killed") else {
+        return;
+    };
+    let n: usize = if cpp.env.quick { 6 } else { 40 };
+    let count = n.to_string();
+    let topic = unique("CppTxKilled");
+    let group = unique("cpp-tx-group-");
+    cpp.env.create_topic(&topic, QUEUES).await.unwrap();
+    let common = [
+        "--namesrv",
+        &cpp.env.namesrv,
+        "--topic",
+        &topic,
+        "--group",
+        &group,
+    ];
+
+    // The first producer leaves every outcome unknown and answers its
+    // checks "unknown" while it lives; it is killed once its sends are
+    // acknowledged.
+    let mut args = vec!["transact"];
+    args.extend_from_slice(&common);
+    args.extend_from_slice(&["--count", &count, "--outcome", "unknown", "--linger", "120"]);
+    let mut first = cpp.spawn("killed-producer", &args);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut halves: HashMap<String, usize> = HashMap::new();
+    while halves.len() < n {
+        match first.next(deadline).await {
+            Some(e) if e["event"] == "sent" => {
+                assert_eq!(e["status"], "SEND_OK", "{e}");
+                let i = usize::try_from(e["i"].as_u64().unwrap()).unwrap();
+                halves.insert(e["msg_id"].as_str().unwrap().to_owned(), i);
+            }
+            Some(e) => assert_ne!(e["event"], "send_error", "{e}"),
+            None => panic!(
+                "the first producer ended before its sends: {:?}",
+                first.events
+            ),
+        }
+    }
+    drop(first);
+
+    // The second producer of the group sends one committed message of its
+    // own, then answers the checks of the first one's halves.
+    let mut args = vec!["transact"];
+    args.extend_from_slice(&common);
+    let expect = count.clone();
+    args.extend_from_slice(&[
+        "--count",
+        "1",
+        "--outcome",
+        "commit",
+        "--body-prefix",
+        "cpp-tx-",
+        "--check-outcome",
+        "alternate",
+        "--expect-checks",
+        &expect,
+        "--linger",
+        "90",
+    ]);
+    let second = cpp
+        .run(
+            "checking-producer",
+            &args,
+            Duration::from_secs(150) + EXIT_SLACK,
+        )
+        .await;
+    second.assert_success();
+    let answers: HashMap<usize, String> = second
+        .of("checked")
+        .map(|e| {
+            let i = usize::try_from(e["i"].as_u64().unwrap()).unwrap();
+            (i, e["answer"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    let mut outcomes: HashMap<String, (usize, String)> = halves
+        .into_iter()
+        .map(|(msg_id, i)| {
+            let answer = answers
+                .get(&i)
+                .unwrap_or_else(|| panic!("half {i} of the killed producer was never checked"))
+                .clone();
+            (msg_id, (i, answer))
+        })
+        .collect();
+    for e in second.of("sent") {
+        assert_eq!(e["status"], "SEND_OK", "{e}");
+        outcomes.insert(
+            e["msg_id"].as_str().unwrap().to_owned(),
+            (0, "commit".to_owned()),
+        );
+    }
+    let commits = assert_only_commits_delivered(&cpp, &topic, &outcomes).await;
+    println!(
+        "C++ transaction producer killed after {n} halves: every half checked through the other \
+         producer of its group; {commits} commits delivered once (one of them its own), the rest never"
+    );
+}
