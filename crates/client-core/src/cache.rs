@@ -8,7 +8,7 @@
 //! creates the topic on the first send.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeSet, HashMap},
     sync::{
         atomic::{AtomicUsize, Ordering},
         Arc, Mutex, PoisonError,
@@ -168,6 +168,17 @@ impl RouteCache {
         }
     }
 
+    /// The master address of every broker in a cached route, sorted and
+    /// without repeats.
+    pub fn master_addrs(&self) -> Vec<String> {
+        let table = self.lock();
+        let addrs: BTreeSet<&String> = table
+            .values()
+            .flat_map(|e| e.route.masters.values())
+            .collect();
+        addrs.into_iter().cloned().collect()
+    }
+
     /// Refetches every cached topic's route; a topic whose route is gone or
     /// cannot be fetched keeps the one it has.
     pub async fn refresh_all(&self, client: &RemotingClient) {
@@ -235,5 +246,36 @@ impl RouteCache {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn master_addrs_name_each_cached_broker_once() {
+        let cache = RouteCache::new(
+            NameServers::new(vec!["n:1".into()]),
+            "TBW102".into(),
+            4,
+            Duration::from_secs(1),
+        );
+        assert!(cache.master_addrs().is_empty());
+        let masters = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(name, addr)| ((*name).to_owned(), (*addr).to_owned()))
+                .collect()
+        };
+        cache.store(
+            "A",
+            PublishRoute::from_parts(Vec::new(), masters(&[("b", "h:2"), ("a", "h:1")]), false),
+        );
+        cache.store(
+            "B",
+            PublishRoute::from_parts(Vec::new(), masters(&[("a", "h:1")]), false),
+        );
+        assert_eq!(cache.master_addrs(), ["h:1", "h:2"]);
     }
 }

@@ -35,6 +35,14 @@
 //! Ordered sends ([`Producer::send_with_selector`]) replace steps 4 and 5
 //! with the caller's [`MessageQueueSelector`] and a single attempt.
 //!
+//! # Transactions
+//! [`TransactionProducer::send_in_transaction`] stores a half message, runs
+//! the caller's local transaction and commits or rolls the half back with
+//! `END_TRANSACTION`. A half left without an outcome is settled later by
+//! the broker's `CHECK_TRANSACTION_STATE`, which any producer of the group
+//! answers through its [`TransactionListener`]; the producer registers its
+//! group with the brokers by `HEART_BEAT` for that.
+//!
 //! # Invariants worth naming
 //! - No send outlives its budget (`sendMsgTimeout`): permit wait, route
 //!   lookup, attempts and back-off pauses all come out of it.
@@ -44,6 +52,7 @@
 #![deny(clippy::unwrap_used)]
 
 mod budget;
+mod check;
 mod config;
 mod error;
 mod fault;
@@ -53,6 +62,7 @@ mod producer;
 mod selector;
 mod send;
 mod stats;
+mod transaction;
 mod wire;
 
 pub use budget::RETRY_BUDGET_CAP_TOKENS;
@@ -68,3 +78,7 @@ pub use remoting_protocol::message::compression::{
 pub use remoting_protocol::RETRY_AFTER_MS;
 pub use send::RETRYABLE_CODES;
 pub use stats::ProducerStats;
+pub use transaction::{
+    CheckedMessage, EndTransactionStatus, LocalTransactionState, TransactionConfig,
+    TransactionListener, TransactionProducer, TransactionSendResult,
+};

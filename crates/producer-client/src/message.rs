@@ -132,6 +132,9 @@ pub struct SendResult {
     pub broker_addr: String,
     /// The broker's region (`MSG_REGION`), if it reported one.
     pub region_id: Option<String>,
+    /// The transaction id the broker gave a transactional half message
+    /// (its unique key on Sluice), if it reported one.
+    pub transaction_id: Option<String>,
 }
 
 /// A validated message in wire form: what every attempt sends.
@@ -146,6 +149,13 @@ pub(crate) struct Prepared {
     /// `UNIQ_KEY`, or the batch's keys joined by commas.
     pub msg_id: String,
     pub batch: bool,
+}
+
+impl Prepared {
+    /// Whether this is the half message of a transaction.
+    pub(crate) fn is_half(&self) -> bool {
+        self.sys_flag & message_model::flags::TRANSACTION_PREPARED_TYPE != 0
+    }
 }
 
 /// Checks a topic name as RocketMQ's `Validators.checkTopic` does, and
@@ -180,6 +190,16 @@ pub(crate) fn check_topic(topic: &str, create_topic_key: &str) -> Result<(), Pro
 /// Builds the property string of one message: its tag, keys, delay level,
 /// user properties and a fresh unique key.
 pub(crate) fn encode_properties(msg: &Message, uniq_key: &str) -> Result<String, ProducerError> {
+    encode_properties_with(msg, uniq_key, &[])
+}
+
+/// [`encode_properties`] plus properties the producer adds itself
+/// (`extra`), which take precedence over user properties of the same name.
+pub(crate) fn encode_properties_with(
+    msg: &Message,
+    uniq_key: &str,
+    extra: &[(&str, &str)],
+) -> Result<String, ProducerError> {
     let illegal = |reason: String| ProducerError::MessageIllegal { reason };
     let mut props = Properties::new();
     let mut put = |name: &str, value: String| {
@@ -206,6 +226,9 @@ pub(crate) fn encode_properties(msg: &Message, uniq_key: &str) -> Result<String,
             )));
         }
         put(name, value.clone())?;
+    }
+    for (name, value) in extra {
+        put(name, (*value).to_owned())?;
     }
     put(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key.to_owned())?;
     let encoded = props.encode();

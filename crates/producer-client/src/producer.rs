@@ -43,6 +43,15 @@ impl Producer {
     /// # Errors
     /// [`ProducerError::Config`] naming a refused value.
     pub async fn start(config: ProducerConfig) -> Result<Self, ProducerError> {
+        Self::start_with(config, ClientOptions::default()).await
+    }
+
+    /// [`Producer::start`] with the connections' settings, such as the
+    /// server of brokers' requests.
+    pub(crate) async fn start_with(
+        config: ProducerConfig,
+        options: ClientOptions,
+    ) -> Result<Self, ProducerError> {
         config.validate()?;
         let ip = local_ip(&config.namesrv_addr[0]).await;
         let budget = match config.busy_policy {
@@ -52,7 +61,7 @@ impl Producer {
             }
         };
         let inner = Arc::new(Inner {
-            client: RemotingClient::new(ClientOptions::default()),
+            client: RemotingClient::new(options),
             routes: RouteCache::new(
                 NameServers::new(config.namesrv_addr.clone()),
                 config.create_topic_key.clone(),
@@ -410,9 +419,14 @@ impl Producer {
         .await
     }
 
+    /// What the producer's tasks share.
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
     /// Counts one send and runs it: the open check, `prepare`, an async
     /// permit within a budget of `timeout`, then `attempt`.
-    async fn counted<'a, Fut>(
+    pub(crate) async fn counted<'a, Fut>(
         &'a self,
         timeout: Duration,
         prepare: impl FnOnce(&Inner) -> Result<crate::message::Prepared, ProducerError>,
@@ -488,7 +502,7 @@ async fn refresh_routes(inner: Arc<Inner>, stop: CancellationToken) {
 /// The address this host reaches the name server from, for unique keys:
 /// connecting a UDP socket sends nothing but picks the outgoing interface.
 /// Loopback when that fails.
-async fn local_ip(namesrv: &str) -> IpAddr {
+pub(crate) async fn local_ip(namesrv: &str) -> IpAddr {
     let probe = async {
         let socket = tokio::net::UdpSocket::bind("0.0.0.0:0").await.ok()?;
         socket.connect(namesrv).await.ok()?;

@@ -11,6 +11,7 @@ use std::{
 };
 
 use client_core::{CallError, Deadline, PublishRoute, RouteCache};
+use message_model::{flags::TRANSACTION_PREPARED_TYPE, properties::keys};
 use remoting_net::RemotingClient;
 use remoting_protocol::message::compression::{compress, ZLIB_SYS_FLAG};
 use remoting_protocol::{
@@ -24,7 +25,7 @@ use tracing::Instrument;
 use crate::{
     budget::{backoff, RetryBudget},
     fault::FaultTable,
-    message::{check_body, check_topic, encode_properties, Prepared},
+    message::{check_body, check_topic, encode_properties, encode_properties_with, Prepared},
     selector::select,
     stats::Counters,
     wire::{parse_response, send_request},
@@ -102,10 +103,42 @@ impl Inner {
 
     /// Validates a message and gives it a unique key.
     pub(crate) fn prepare(&self, msg: &Message) -> Result<Prepared, ProducerError> {
+        self.prepare_with(msg, &[])
+    }
+
+    /// Validates a message for a transaction and makes it a half message:
+    /// `TRAN_MSG=true`, `PGROUP` and the prepared sysFlag. Delay levels are
+    /// refused: a half is delivered when it is committed.
+    pub(crate) fn prepare_half(&self, msg: &Message) -> Result<Prepared, ProducerError> {
+        if let Some(level) = msg.delay_level {
+            return Err(ProducerError::MessageIllegal {
+                reason: format!(
+                    "delay level {level} on a transactional message: a half message is \
+                     delivered when its transaction commits and cannot be delayed"
+                ),
+            });
+        }
+        let mut prep = self.prepare_with(
+            msg,
+            &[
+                (keys::TRANSACTION_PREPARED, "true"),
+                (keys::PRODUCER_GROUP, &self.config.producer_group),
+            ],
+        )?;
+        prep.sys_flag |= TRANSACTION_PREPARED_TYPE;
+        Ok(prep)
+    }
+
+    /// [`Inner::prepare`] with properties the producer adds (`extra`).
+    fn prepare_with(
+        &self,
+        msg: &Message,
+        extra: &[(&str, &str)],
+    ) -> Result<Prepared, ProducerError> {
         check_topic(&msg.topic, &self.config.create_topic_key)?;
         check_body(msg.body.len(), self.config.max_message_size)?;
         let key = self.ids.next_key().encode();
-        let properties = encode_properties(msg, &key)?;
+        let properties = encode_properties_with(msg, &key, extra)?;
         // The size limit applies to the body as given, as in the Java client.
         let compressed = (msg.body.len() > self.config.compress_msg_body_over_howmuch)
             .then(|| compress(&msg.body))
@@ -251,8 +284,12 @@ impl Inner {
                 .await;
             let e = match outcome {
                 Ok(result)
+                    // A half stored with a shortfall stays where it is:
+                    // another copy elsewhere would be a second transaction
+                    // with the same key.
                     if result.status != SendStatus::SendOk
                         && self.config.retry_another_broker_when_not_store_ok
+                        && !prep.is_half()
                         && attempt + 1 < times_total =>
                 {
                     last_broker = Some(mq.broker_name);
@@ -422,7 +459,89 @@ pub(crate) fn millis(d: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use client_core::NameServers;
+    use remoting_protocol::{header::SendMessageRequestHeader, message::properties::Properties};
+
     use super::*;
+    use crate::wire::send_request;
+
+    fn inner(group: &str) -> Inner {
+        let config = ProducerConfig {
+            producer_group: group.into(),
+            compress_msg_body_over_howmuch: 8,
+            ..ProducerConfig::with_namesrv("n:1")
+        };
+        Inner {
+            client: RemotingClient::default(),
+            routes: RouteCache::new(
+                NameServers::new(config.namesrv_addr.clone()),
+                config.create_topic_key.clone(),
+                4,
+                Duration::from_secs(1),
+            ),
+            faults: None,
+            budget: None,
+            async_permits: Arc::new(Semaphore::new(1)),
+            oneway_permits: Arc::new(Semaphore::new(1)),
+            ids: UniqueIdGenerator::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 1, 1),
+            counters: Counters::default(),
+            closed: AtomicBool::new(false),
+            config,
+        }
+    }
+
+    #[test]
+    fn a_half_carries_the_transaction_property_group_and_prepared_flag() {
+        let inner = inner("TXG");
+        let msg = Message::new("T", "b")
+            .with_tags("A")
+            .with_property("PGROUP", "someone-else");
+        let half = inner.prepare_half(&msg).unwrap();
+        assert!(half.is_half() && !half.batch);
+        assert_eq!(half.sys_flag, TRANSACTION_PREPARED_TYPE);
+        let props = Properties::decode(&half.properties);
+        assert_eq!(props.get(keys::TRANSACTION_PREPARED), Some("true"));
+        assert_eq!(props.get(keys::PRODUCER_GROUP), Some("TXG"));
+        assert_eq!(props.get(keys::TAGS), Some("A"));
+        assert_eq!(
+            props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            Some(half.msg_id.as_str())
+        );
+        let mq = MessageQueue {
+            topic: "T".into(),
+            broker_name: "a".into(),
+            queue_id: 1,
+        };
+        let header =
+            SendMessageRequestHeader::from_command(&send_request(&inner.config, &half, &mq))
+                .unwrap();
+        assert_eq!(header.sys_flag, TRANSACTION_PREPARED_TYPE);
+        assert_eq!(header.producer_group, "TXG");
+
+        let big = inner
+            .prepare_half(&Message::new("T", "a body longer than eight bytes"))
+            .unwrap();
+        assert_eq!(big.sys_flag, TRANSACTION_PREPARED_TYPE | ZLIB_SYS_FLAG);
+        let plain = inner.prepare(&Message::new("T", "b")).unwrap();
+        assert!(!plain.is_half());
+        assert_eq!(
+            Properties::decode(&plain.properties).get(keys::TRANSACTION_PREPARED),
+            None
+        );
+    }
+
+    #[test]
+    fn a_half_with_a_delay_level_is_refused() {
+        let err = inner("TXG")
+            .prepare_half(&Message::new("T", "b").with_delay_level(2))
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProducerError::MessageIllegal { reason } if reason.contains("delay level 2")),
+            "{err}"
+        );
+    }
 
     #[test]
     fn retry_rules_follow_rocketmq_with_busy_apart() {

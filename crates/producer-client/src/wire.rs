@@ -78,6 +78,7 @@ pub(crate) fn parse_response(
         queue_offset,
         broker_addr: addr.to_owned(),
         region_id: header.msg_region,
+        transaction_id: header.transaction_id,
     })
 }
 
