@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::{
-    config::{Config, Mode, Protocol, DEFAULT_GRPC},
+    config::{Config, Mode, Protocol, TransactionEnd, DEFAULT_GRPC},
     consume::{ConsumeConfig, StartFrom, CONSUMER_GROUP},
 };
 
@@ -150,6 +150,15 @@ pub struct ProduceArgs {
     /// sends refused again right after one).
     #[arg(long, conflicts_with = "rate")]
     pub honour_retry_after: bool,
+    /// Send each message as the half of a transaction (remoting only), then
+    /// commit or roll it back with `END_TRANSACTION` (a request counts both
+    /// calls), or leave it open for the broker's checks.
+    #[arg(long, value_enum, value_name = "END")]
+    pub transaction: Option<TransactionEnd>,
+    /// Send a `HEART_BEAT` naming the load tool's producer group on every
+    /// connection first (remoting only), so that transaction checks reach it.
+    #[arg(long)]
+    pub producer_heartbeat: bool,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -177,6 +186,8 @@ impl ProduceArgs {
             timer_delay_ms: self.timer_delay_ms,
             progress: true,
             honour_retry_after: self.honour_retry_after,
+            transaction: self.transaction,
+            producer_heartbeat: self.producer_heartbeat,
         };
         let mode = match self.rate {
             Some(rate_per_sec) => Mode::Open {

@@ -74,12 +74,31 @@ pub struct Config {
     /// it stored it; `None` sends without it. Remoting only, and not with a
     /// delay level (which would win).
     pub timer_delay_ms: Option<u64>,
+    /// Send every message as the half of a transaction (remoting only) and,
+    /// unless [`TransactionEnd::Open`], end it with `END_TRANSACTION` once
+    /// stored: a request then counts both calls.
+    pub transaction: Option<TransactionEnd>,
+    /// Declare the load tool a producer of its group with a `HEART_BEAT` on
+    /// every connection (remoting only), so that the broker's transaction
+    /// checks reach it (it ignores them).
+    pub producer_heartbeat: bool,
     /// Print a progress line to stderr every second.
     pub progress: bool,
     /// Closed loop: after a busy answer that carries `retryAfterMs`, the
     /// sender waits that long before its next send, as Sluice's producer
     /// does for quota answers.
     pub honour_retry_after: bool,
+}
+
+/// How each transactional send ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransactionEnd {
+    /// `END_TRANSACTION` commit: the message is delivered.
+    Commit,
+    /// `END_TRANSACTION` rollback: nothing is delivered.
+    Rollback,
+    /// No end: the half stays pending until the broker's checks settle it.
+    Open,
 }
 
 /// How requests are paced.
@@ -123,6 +142,8 @@ impl Config {
             delay_level: None,
             timer_delay_ms: None,
             honour_retry_after: false,
+            transaction: None,
+            producer_heartbeat: false,
             progress: true,
         }
     }
@@ -160,7 +181,16 @@ impl Config {
                 "delay-level is not used with protocol grpc: the gRPC endpoint refuses the DELAY \
                  property"
             );
+            ensure!(
+                self.transaction.is_none() && !self.producer_heartbeat,
+                "transaction and producer-heartbeat are remoting only"
+            );
         }
+        ensure!(
+            self.transaction.is_none()
+                || (self.delay_level.is_none() && self.timer_delay_ms.is_none()),
+            "transaction excludes delay-level and timer-delay-ms"
+        );
         ensure!(self.queues >= 1, "queues must be at least 1");
         ensure!(
             self.body_bytes <= MAX_BODY_BYTES,

@@ -7,23 +7,33 @@
 //! destinations in route order) over connection `seq / queues mod
 //! connections`, so every connection sees every queue.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use message_model::{
+    flags::{TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE},
     now_ms,
     properties::{keys, Properties},
+    MessageId,
 };
 use remoting_net::{client::ClientConnection, ClientOptions};
 use remoting_protocol::{
+    body::{self, HeartbeatData, ProducerData},
     command::next_opaque,
-    header::{SendMessageRequestHeader, SendMessageRequestHeaderV2},
-    RemotingCommand, RequestCode, AUTO_CREATE_TOPIC,
+    header::{
+        EndTransactionRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+        SendMessageResponseHeader,
+    },
+    RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
 };
 
 use crate::{
-    config::{Config, Protocol},
+    config::{Config, Protocol, TransactionEnd},
     grpc::GrpcSender,
     outcome::Outcome,
     route::{self, Destination},
@@ -91,6 +101,8 @@ pub struct RemotingSender {
     targets: Vec<Target>,
     /// The brokers sent to, for the report.
     brokers: String,
+    /// How each send's half ends, when sends are transactional.
+    transaction: Option<TransactionEnd>,
 }
 
 impl RemotingSender {
@@ -124,6 +136,7 @@ impl RemotingSender {
         Ok(Self {
             targets,
             brokers: brokers.join(","),
+            transaction: config.transaction,
         })
     }
 
@@ -138,7 +151,17 @@ impl RemotingSender {
         let mut request = target.template.clone();
         request.opaque = next_opaque();
         request.set_ext(BORN_TIMESTAMP_V2, now_ms().to_string());
-        Outcome::of(&conn.invoke(request, timeout).await)
+        let started = Instant::now();
+        let answer = conn.invoke(request, timeout).await;
+        let outcome = match (self.transaction, &answer) {
+            (Some(end), Ok(response)) if response.response_code() == ResponseCode::SUCCESS => end,
+            _ => return Outcome::of(&answer),
+        };
+        let Some(end) = answer.ok().and_then(|r| end_request(&r, outcome)) else {
+            return Outcome::Ok;
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        Outcome::of(&conn.invoke(end, left).await)
     }
 }
 
@@ -156,6 +179,21 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
             let conn = ClientConnection::connect(&d.addr, &options)
                 .await
                 .with_context(|| format!("open connection {i} to broker {}", d.addr))?;
+            if config.producer_heartbeat || config.transaction.is_some() {
+                let client_id = format!("sluice-bench@{}#{i}", std::process::id());
+                let answer = conn
+                    .invoke(producer_heartbeat(&client_id), config.timeout)
+                    .await
+                    .with_context(|| format!("heartbeat on connection {i} to {}", d.addr))?;
+                if answer.response_code() != ResponseCode::SUCCESS {
+                    bail!(
+                        "heartbeat on connection {i} to {} answered {}: {}",
+                        d.addr,
+                        answer.code,
+                        answer.remark.unwrap_or_default()
+                    );
+                }
+            }
             connections.push(conn);
         }
         by_addr.insert(&d.addr, connections);
@@ -170,8 +208,11 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
                     d.queue_id,
                     body.clone(),
                     config.queues,
-                    config.delay_level,
-                    config.timer_delay_ms,
+                    MessageOptions {
+                        delay_level: config.delay_level,
+                        timer_delay_ms: config.timer_delay_ms,
+                        transaction: config.transaction.is_some(),
+                    },
                 )?,
                 connections: by_addr.get(d.addr.as_str()).cloned().unwrap_or_default(),
             })
@@ -179,10 +220,22 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
         .collect()
 }
 
+/// What a sent message carries besides its topic, queue and body.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MessageOptions {
+    /// The property `DELAY` = this level.
+    pub delay_level: Option<u32>,
+    /// The property `TIMER_DELAY_MS` = this.
+    pub timer_delay_ms: Option<u64>,
+    /// The half of a transaction: `TRAN_MSG` = true, `PGROUP` =
+    /// [`PRODUCER_GROUP`] and the prepared flag.
+    pub transaction: bool,
+}
+
 /// A `SEND_MESSAGE_V2` request for `queue_id`, without a fresh opaque;
 /// `default_queues` is the queue count of the topic if the broker creates it
-/// on this send. With a `delay_level` the message carries the property
-/// `DELAY` = that level; without one it carries no properties.
+/// on this send. It carries the properties `options` asks for, and none
+/// without any.
 ///
 /// # Errors
 /// A queue id or queue count beyond `i32`.
@@ -191,20 +244,27 @@ pub fn send_request(
     queue_id: u32,
     body: Bytes,
     default_queues: u32,
-    delay_level: Option<u32>,
-    timer_delay_ms: Option<u64>,
+    options: MessageOptions,
 ) -> Result<RemotingCommand> {
     let born_timestamp = now_ms();
     let mut props = Properties::new();
-    if let Some(level) = delay_level {
+    if let Some(level) = options.delay_level {
         props
             .insert(keys::DELAY_TIME_LEVEL, level.to_string())
             .context("DELAY property")?;
     }
-    if let Some(ms) = timer_delay_ms {
+    if let Some(ms) = options.timer_delay_ms {
         props
             .insert(keys::TIMER_DELAY_MS, ms.to_string())
             .context("TIMER_DELAY_MS property")?;
+    }
+    if options.transaction {
+        props
+            .insert(keys::TRANSACTION_PREPARED, "true")
+            .context("TRAN_MSG property")?;
+        props
+            .insert(keys::PRODUCER_GROUP, PRODUCER_GROUP)
+            .context("PGROUP property")?;
     }
     let properties = (!props.is_empty()).then(|| props.encode());
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
@@ -214,13 +274,55 @@ pub fn send_request(
         default_topic_queue_nums: i32::try_from(default_queues)
             .context("queue count beyond i32")?,
         queue_id: i32::try_from(queue_id).context("queue id beyond i32")?,
-        sys_flag: 0,
+        sys_flag: if options.transaction {
+            TRANSACTION_PREPARED_TYPE
+        } else {
+            0
+        },
         born_timestamp,
         flag: 0,
         properties,
         ..SendMessageRequestHeader::default()
     });
     Ok(RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header).with_body(body))
+}
+
+/// The `END_TRANSACTION` request ending the half that `answer` (its send's
+/// `SUCCESS`) stored; `None` for [`TransactionEnd::Open`] or an answer
+/// that does not say where the half is.
+pub fn end_request(answer: &RemotingCommand, end: TransactionEnd) -> Option<RemotingCommand> {
+    let outcome = match end {
+        TransactionEnd::Commit => TRANSACTION_COMMIT_TYPE,
+        TransactionEnd::Rollback => TRANSACTION_ROLLBACK_TYPE,
+        TransactionEnd::Open => return None,
+    };
+    let h: SendMessageResponseHeader = answer.decode_header().ok()?;
+    let header = EndTransactionRequestHeader {
+        producer_group: PRODUCER_GROUP.into(),
+        tran_state_table_offset: h.queue_offset,
+        commit_log_offset: MessageId::decode(&h.msg_id).ok()?.commit_log_offset,
+        commit_or_rollback: outcome,
+        from_transaction_check: Some(false),
+        msg_id: h.transaction_id.clone().unwrap_or_default(),
+        transaction_id: h.transaction_id,
+        ..EndTransactionRequestHeader::default()
+    };
+    Some(RemotingCommand::request_with_header(
+        RequestCode::END_TRANSACTION,
+        &header,
+    ))
+}
+
+/// The `HEART_BEAT` declaring a connection a producer of [`PRODUCER_GROUP`].
+pub fn producer_heartbeat(client_id: &str) -> RemotingCommand {
+    let data = HeartbeatData {
+        client_id: client_id.to_owned(),
+        producer_data_set: vec![ProducerData {
+            group_name: PRODUCER_GROUP.into(),
+        }],
+        ..HeartbeatData::default()
+    };
+    RemotingCommand::request(RequestCode::HEART_BEAT).with_body(body::to_json(&data))
 }
 
 /// Item `seq mod len` of `items`, `None` when there is none.
@@ -244,7 +346,13 @@ mod tests {
 
     #[test]
     fn send_request_carries_topic_queue_and_body() -> Result<()> {
-        let cmd = send_request("T", 5, Bytes::from_static(b"abc"), 8, None, None)?;
+        let cmd = send_request(
+            "T",
+            5,
+            Bytes::from_static(b"abc"),
+            8,
+            MessageOptions::default(),
+        )?;
         assert_eq!(cmd.request_code(), RequestCode::SEND_MESSAGE_V2);
         let header = SendMessageRequestHeader::from_command(&cmd)?;
         assert_eq!(header.topic, "T");
@@ -257,7 +365,16 @@ mod tests {
 
     #[test]
     fn a_delay_level_becomes_the_delay_property() -> Result<()> {
-        let cmd = send_request("T", 0, Bytes::from_static(b"abc"), 8, Some(3), None)?;
+        let cmd = send_request(
+            "T",
+            0,
+            Bytes::from_static(b"abc"),
+            8,
+            MessageOptions {
+                delay_level: Some(3),
+                ..MessageOptions::default()
+            },
+        )?;
         let header = SendMessageRequestHeader::from_command(&cmd)?;
         assert_eq!(header.properties.as_deref(), Some("DELAY\u{1}3\u{2}"));
         Ok(())
@@ -265,12 +382,70 @@ mod tests {
 
     #[test]
     fn a_timer_delay_becomes_the_timer_property() -> Result<()> {
-        let cmd = send_request("T", 0, Bytes::from_static(b"abc"), 8, None, Some(60_000))?;
+        let cmd = send_request(
+            "T",
+            0,
+            Bytes::from_static(b"abc"),
+            8,
+            MessageOptions {
+                timer_delay_ms: Some(60_000),
+                ..MessageOptions::default()
+            },
+        )?;
         let header = SendMessageRequestHeader::from_command(&cmd)?;
         assert_eq!(
             header.properties.as_deref(),
             Some("TIMER_DELAY_MS\u{1}60000\u{2}")
         );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod transaction_tests {
+    use remoting_protocol::header::EndTransactionRequestHeader;
+
+    use super::*;
+
+    #[test]
+    fn a_transactional_send_is_a_half_of_the_load_tools_group() -> Result<()> {
+        let options = MessageOptions {
+            transaction: true,
+            ..MessageOptions::default()
+        };
+        let cmd = send_request("T", 0, Bytes::from_static(b"abc"), 8, options)?;
+        let header = SendMessageRequestHeader::from_command(&cmd)?;
+        assert_eq!(header.sys_flag, TRANSACTION_PREPARED_TYPE);
+        let props = Properties::decode(header.properties.as_deref().unwrap_or(""));
+        assert_eq!(props.get(keys::TRANSACTION_PREPARED), Some("true"));
+        assert_eq!(props.get(keys::PRODUCER_GROUP), Some(PRODUCER_GROUP));
+        Ok(())
+    }
+
+    #[test]
+    fn the_end_names_the_half_the_answer_reports() -> Result<()> {
+        let store: std::net::SocketAddr = "127.0.0.1:10911".parse()?;
+        let answer = RemotingCommand::response(ResponseCode::SUCCESS, None).with_header(
+            &SendMessageResponseHeader {
+                msg_id: MessageId::new(store, 4096).encode(),
+                queue_id: 0,
+                queue_offset: 7,
+                transaction_id: Some("UNIQ1".into()),
+                ..SendMessageResponseHeader::default()
+            },
+        );
+        let end = end_request(&answer, TransactionEnd::Rollback).expect("an end");
+        let h: EndTransactionRequestHeader = end.decode_header()?;
+        assert_eq!(
+            (
+                h.commit_log_offset,
+                h.tran_state_table_offset,
+                h.commit_or_rollback
+            ),
+            (4096, 7, TRANSACTION_ROLLBACK_TYPE)
+        );
+        assert_eq!(h.producer_group, PRODUCER_GROUP);
+        assert!(end_request(&answer, TransactionEnd::Open).is_none());
         Ok(())
     }
 }

@@ -21,6 +21,10 @@
 //!   then remoting again (the difference between the two remoting runs
 //!   shows how much the machine drifted), then 1 in flight over both; one
 //!   table with the gRPC/remoting ratios, and `protocols.json`.
+//! - `transactions`: transactional sends (half and commit) against plain
+//!   ones at 64 in flight, and plain sends' latency beside a backlog of
+//!   pending half messages with the broker's checks off and on (see
+//!   `transactions.rs`); `transactions.json`.
 //!
 //! Each broker runs with its embedded name server (and its gRPC endpoint)
 //! on free loopback ports,
@@ -37,6 +41,7 @@ mod overload;
 mod protocols;
 mod quota;
 mod runner;
+mod transactions;
 mod two_topics;
 
 use std::path::{Path, PathBuf};
@@ -45,7 +50,7 @@ use anyhow::{bail, Context, Result};
 
 use runner::run_experiment;
 
-const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols> [options]
+const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols|transactions> [options]
 
   overload [--quick] [--out DIR] [--bound fault|cpu] [--fault-ms N]
            capacity, then 2x capacity with adaptive admission, early
@@ -59,6 +64,10 @@ const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols> [optio
            one ASYNC_FLUSH broker: 64 in flight over remoting, gRPC, remoting
            again, then 1 in flight over both; 1 KiB messages, gRPC/remoting
            ratios (default 4 connections or channels at 64, 1 at 1)
+  transactions [--quick] [--out DIR] [--halves N]
+           half + commit against plain sends at 64 in flight; plain sends
+           beside N pending half messages (default 1000000; quick 20000)
+           with checks off and on
 
   --quick  debug build and short phases (for CI)
   --out    where the results go (default <target>/bench)
@@ -80,6 +89,8 @@ struct Options {
     out: Option<PathBuf>,
     bound: Bound,
     connections: Option<u32>,
+    /// Pending half messages of the transactions experiment.
+    halves: Option<u64>,
     /// Extra broker settings (`key=value`), after the experiment's own.
     settings: Vec<String>,
 }
@@ -115,6 +126,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         out: None,
         bound: Bound::Fault(1),
         connections: None,
+        halves: None,
         settings: Vec::new(),
     };
     let mut bound_cpu = false;
@@ -154,6 +166,15 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
                         format!("bench: --connections {v:?}: expected at least 1")
                     })?);
             }
+            "--halves" => {
+                let v = value("--halves")?;
+                options.halves = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|n| *n >= 1)
+                        .with_context(|| format!("bench: --halves {v:?}: expected at least 1"))?,
+                );
+            }
             other => bail!("bench: unknown option {other:?}\n\n{USAGE}"),
         }
     }
@@ -166,6 +187,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         "overload" => run_experiment(root, &options, "overload", overload::run),
         "closed" => run_experiment(root, &options, "closed", closed::run),
         "protocols" => run_experiment(root, &options, "protocols", protocols::run),
+        "transactions" => run_experiment(root, &options, "transactions", transactions::run),
         other => bail!("bench: unknown experiment {other:?}\n\n{USAGE}"),
     }
 }
@@ -184,5 +206,6 @@ mod tests {
         assert!(main(root, &strings(&["closed", "--fast"])).is_err());
         assert!(main(root, &strings(&["closed", "--set", "novalue"])).is_err());
         assert!(main(root, &strings(&["protocols", "--connections", "0"])).is_err());
+        assert!(main(root, &strings(&["transactions", "--halves", "0"])).is_err());
     }
 }
