@@ -265,6 +265,8 @@ impl Broker {
         }
         let timers = timer::TimerWheel::load(&config_dir, b.timer_max_pending)
             .map_err(io_error("load the timer progress"))?;
+        let transactions = transaction::Transactions::load(&store, &config_dir)
+            .map_err(io_error("load the transaction checkpoint"))?;
 
         let state = Arc::new(BrokerState::new(
             config.clone(),
@@ -276,6 +278,7 @@ impl Broker {
                 pop,
                 schedule,
                 timers,
+                transactions,
             },
             store_host,
         ));

@@ -55,6 +55,8 @@ pub struct Loaded {
     pub schedule: ScheduleService,
     /// Timer messages.
     pub timers: TimerWheel,
+    /// Which transactional half messages have ended.
+    pub transactions: Transactions,
 }
 
 /// The broker's shared state.
@@ -127,6 +129,7 @@ impl BrokerState {
             pop,
             schedule,
             timers,
+            transactions,
         } = loaded;
         let f = &config.flow;
         let b = &config.broker;
@@ -166,7 +169,6 @@ impl BrokerState {
         quotas.replace(&f.topic_quota_list(), Instant::now());
         let client_quotas = Quotas::new();
         client_quotas.replace(&f.client_quota_list(), Instant::now());
-        let transactions = Transactions::load(&store);
         Self {
             transactions,
             quotas,

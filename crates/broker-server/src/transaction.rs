@@ -8,7 +8,9 @@
 //!
 //! Both topics are in the store, so they survive a crash like any message;
 //! which halves have ended is read back from the op queue when the broker
-//! starts ([`Transactions::load`]).
+//! starts ([`Transactions::load`]), from a persisted [`Checkpoint`]: below
+//! it every half has ended and no op record names a later half, so memory
+//! and start-up time follow the halves still pending, not all ever sent.
 //!
 //! A commit records its op first and stores the message second, both under
 //! [`Transactions::lock`], so at most the last op can lack its message: the
@@ -20,6 +22,7 @@
 use std::{
     collections::{BTreeSet, HashMap},
     net::SocketAddr,
+    path::{Path, PathBuf},
     sync::{
         atomic::{AtomicUsize, Ordering},
         Mutex, MutexGuard, PoisonError,
@@ -29,12 +32,13 @@ use std::{
 use message_model::{
     flags::TRANSACTION_TYPE_MASK,
     properties::{keys, Properties},
-    record::{self, Record},
+    record::{self, Record, StoredMessage},
     MessageToStore,
 };
+use serde::{Deserialize, Serialize};
 use store::MessageStore;
 
-use crate::service_loop::ServiceLoop;
+use crate::{persist, service_loop::ServiceLoop};
 
 /// Where half messages wait for their end.
 pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
@@ -59,7 +63,7 @@ pub const QUEUE_ID: i32 = 0;
 /// The property a producer sets to be checked no earlier than this many
 /// seconds after the send.
 pub const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
-/// Op records read per store call while loading.
+/// Op records read per store call.
 const LOAD_BATCH: usize = 1024;
 
 /// Moves a prepared send into the half topic: its topic and queue go into
@@ -118,13 +122,80 @@ pub fn op_offsets(body: &[u8]) -> impl Iterator<Item = i64> + '_ {
         .filter_map(|part| std::str::from_utf8(part).ok()?.trim().parse().ok())
 }
 
+/// The ended halves: every one below a watermark, and those named one by
+/// one above it.
+#[derive(Debug, Default)]
+pub struct Ended {
+    /// Every half below this has ended.
+    below: i64,
+    /// Ended halves at or above `below`.
+    above: BTreeSet<i64>,
+}
+
+impl Ended {
+    /// Whether the half at `offset` has ended.
+    pub fn contains(&self, offset: i64) -> bool {
+        offset < self.below || self.above.contains(&offset)
+    }
+
+    /// Records that the half at `offset` has ended.
+    pub fn insert(&mut self, offset: i64) {
+        if offset >= self.below {
+            self.above.insert(offset);
+        }
+    }
+
+    /// Every half below `to` has ended: they are no longer named one by one.
+    fn advance(&mut self, to: i64) {
+        if to > self.below {
+            self.below = to;
+            self.above = self.above.split_off(&to);
+        }
+    }
+
+    /// Ended halves named one by one (the memory they take).
+    pub fn named(&self) -> usize {
+        self.above.len()
+    }
+
+    /// Every half below this has ended.
+    pub fn watermark(&self) -> i64 {
+        self.below
+    }
+}
+
+/// Where the `transaction-check` thread stands, persisted in
+/// `<config>/transactionCheckpoint.json` so that a restart reads only the
+/// op records that may name a pending half.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// Every half below this queue offset has ended.
+    pub half_offset: i64,
+    /// Every op record below this queue offset names only halves below
+    /// `half_offset`.
+    pub op_offset: i64,
+}
+
+/// The checkpoint file in the broker's config directory.
+pub const CHECKPOINT_FILE: &str = "transactionCheckpoint.json";
+
 /// Which half messages have ended, by their queue offset in the half topic.
 ///
 /// Holding [`Transactions::lock`] while ending a half keeps a second end of
 /// the same half from storing it twice.
 #[derive(Debug, Default)]
 pub struct Transactions {
-    ended: Mutex<BTreeSet<i64>>,
+    ended: Mutex<Ended>,
+    /// Where the check thread stood when it last advanced (or the broker
+    /// started).
+    progress: Mutex<Checkpoint>,
+    /// What this run last wrote to the checkpoint file.
+    persisted: Mutex<Option<Checkpoint>>,
+    /// Op records read when the broker started.
+    read_at_start: u64,
+    /// Where the checkpoint is kept (none: not kept).
+    checkpoint_path: Option<PathBuf>,
     /// How often each pending half was checked since the broker started.
     checks: Mutex<HashMap<i64, u32>>,
     /// Round robin over a producer group's connections.
@@ -134,42 +205,66 @@ pub struct Transactions {
 }
 
 impl Transactions {
-    /// Reads every op record still in the store.
-    pub fn load(store: &MessageStore) -> Self {
-        let mut ended = BTreeSet::new();
-        let mut offset = store.min_offset_in_queue(OP_TOPIC, QUEUE_ID);
-        let end = store.max_offset_in_queue(OP_TOPIC, QUEUE_ID);
-        while offset < end {
-            let got = store.get_messages(OP_TOPIC, QUEUE_ID, offset, LOAD_BATCH, usize::MAX, None);
-            for stored in &got.messages {
-                if let Record::Message(m) = record::check(stored, false) {
-                    if Properties::decode(m.properties).get(keys::TAGS) == Some(UNDO_TAG) {
-                        for offset in op_offsets(m.body) {
-                            ended.remove(&offset);
-                        }
-                    } else {
-                        ended.extend(op_offsets(m.body));
-                    }
+    /// Reads the checkpoint in `config_dir` and every op record after it
+    /// still in the store.
+    ///
+    /// # Errors
+    /// The checkpoint file exists but cannot be read.
+    pub fn load(store: &MessageStore, config_dir: &Path) -> std::io::Result<Self> {
+        let path = config_dir.join(CHECKPOINT_FILE);
+        let saved: Checkpoint = persist::read_json(&path)?;
+        let half_end = store.max_offset_in_queue(HALF_TOPIC, QUEUE_ID);
+        // A store that lost its tail (a power loss) may hold fewer halves
+        // than the checkpoint says ended: halves stored from there on are new.
+        let below = saved
+            .half_offset
+            .min(half_end)
+            .max(store.min_offset_in_queue(HALF_TOPIC, QUEUE_ID));
+        let op_start = saved.op_offset.clamp(
+            store.min_offset_in_queue(OP_TOPIC, QUEUE_ID),
+            store.max_offset_in_queue(OP_TOPIC, QUEUE_ID),
+        );
+        let mut ended = Ended {
+            below,
+            above: BTreeSet::new(),
+        };
+        let mut read = 0_u64;
+        for_each_op(store, op_start, |m| {
+            read += 1;
+            if Properties::decode(m.properties).get(keys::TAGS) == Some(UNDO_TAG) {
+                for offset in op_offsets(m.body) {
+                    ended.above.remove(&offset);
+                }
+            } else {
+                for offset in op_offsets(m.body) {
+                    ended.insert(offset);
                 }
             }
-            if got.next_begin_offset <= offset {
-                break;
-            }
-            offset = got.next_begin_offset;
-        }
-        // Ends of halves that retention already deleted name nothing.
-        let first_half = store.min_offset_in_queue(HALF_TOPIC, QUEUE_ID);
-        let ended = ended.split_off(&first_half);
-        if !ended.is_empty() {
+            true
+        });
+        if read > 0 || below > 0 {
             tracing::info!(
-                ended = ended.len(),
-                "transaction op records read back from {OP_TOPIC}"
+                ended_below = below,
+                ended_above = ended.above.len(),
+                op_records_read = read,
+                "transaction ends read back from {OP_TOPIC}"
             );
         }
-        Self {
+        Ok(Self {
             ended: Mutex::new(ended),
+            progress: Mutex::new(Checkpoint {
+                half_offset: below,
+                op_offset: op_start,
+            }),
+            checkpoint_path: Some(path),
+            read_at_start: read,
             ..Self::default()
-        }
+        })
+    }
+
+    /// How many op records were read when the broker started.
+    pub fn op_records_read_at_start(&self) -> u64 {
+        self.read_at_start
     }
 
     /// How often the half at `offset` was checked since the broker started.
@@ -197,8 +292,52 @@ impl Transactions {
     }
 
     /// The ended halves, held while a half is ended.
-    pub fn lock(&self) -> MutexGuard<'_, BTreeSet<i64>> {
+    pub fn lock(&self) -> MutexGuard<'_, Ended> {
         self.ended.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every half below `half_offset` has ended (the check thread found no
+    /// pending one there): stops naming them one by one, moves past the op
+    /// records that name only such halves, and persists where it stands
+    /// when this run has not written that yet.
+    ///
+    /// # Errors
+    /// The checkpoint file cannot be written.
+    pub fn advance(&self, store: &MessageStore, half_offset: i64) -> std::io::Result<Checkpoint> {
+        let below = {
+            let mut ended = self.lock();
+            ended.advance(half_offset);
+            ended.below
+        };
+        let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut at = progress
+            .op_offset
+            .max(store.min_offset_in_queue(OP_TOPIC, QUEUE_ID));
+        for_each_op(store, at, |m| {
+            if op_offsets(m.body).any(|offset| offset >= below) {
+                return false;
+            }
+            at = m.queue_offset + 1;
+            true
+        });
+        let checkpoint = Checkpoint {
+            half_offset: below,
+            op_offset: at,
+        };
+        *progress = checkpoint;
+        drop(progress);
+        let mut persisted = self
+            .persisted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *persisted != Some(checkpoint) {
+            if let Some(path) = &self.checkpoint_path {
+                let json = serde_json::to_vec(&checkpoint).map_err(std::io::Error::other)?;
+                persist::write_atomically(path, &json)?;
+            }
+            *persisted = Some(checkpoint);
+        }
+        Ok(checkpoint)
     }
 
     /// Half messages stored and not ended yet (`half_end` is the half
@@ -206,18 +345,36 @@ impl Transactions {
     /// below `half_min`, which retention deleted.
     pub fn pending(&self, half_min: i64, half_end: i64) -> u64 {
         let mut ended = self.lock();
-        if ended.first().is_some_and(|&first| first < half_min) {
-            let kept = ended.split_off(&half_min);
-            *ended = kept;
-        }
-        // Ends name stored halves, so none lies at or past the end: this
-        // walks no entries, where counting those below it would walk all,
-        // once a second for the gauge.
-        let past_end = ended.range(half_end..).count();
-        let counted = (ended.len() - past_end) as u64;
-        u64::try_from(half_end - half_min)
+        ended.advance(half_min);
+        // Named ends are of stored halves, so none lies at or past the end:
+        // this walks no entries, where counting those below it would walk
+        // them all, once a second for the gauge.
+        let past_end = ended.above.range(half_end..).count();
+        let counted = (ended.above.len() - past_end) as u64;
+        u64::try_from(half_end - ended.below)
             .unwrap_or(0)
             .saturating_sub(counted)
+    }
+}
+
+/// Calls `f` with each op record from queue offset `from`, in order, until
+/// it returns false or the indexed records end.
+fn for_each_op(store: &MessageStore, from: i64, mut f: impl FnMut(&StoredMessage<'_>) -> bool) {
+    let mut offset = from;
+    let end = store.max_offset_in_queue(OP_TOPIC, QUEUE_ID);
+    while offset < end {
+        let got = store.get_messages(OP_TOPIC, QUEUE_ID, offset, LOAD_BATCH, usize::MAX, None);
+        for stored in &got.messages {
+            if let Record::Message(m) = record::check(stored, false) {
+                if !f(&m) {
+                    return;
+                }
+            }
+        }
+        if got.next_begin_offset <= offset {
+            return;
+        }
+        offset = got.next_begin_offset;
     }
 }
 
@@ -285,12 +442,30 @@ mod tests {
     #[test]
     fn pending_counts_the_halves_without_an_end() {
         let t = Transactions::default();
-        t.lock().extend([2, 3, 9]);
+        for offset in [2, 3, 9] {
+            t.lock().insert(offset);
+        }
         assert_eq!(t.pending(0, 5), 3);
         assert_eq!(t.pending(3, 10), 5);
         // The end of half 2 is forgotten once retention passed it.
-        assert_eq!(t.lock().len(), 2);
+        assert_eq!(t.lock().named(), 2);
         assert_eq!(t.pending(5, 5), 0);
         assert_eq!(t.pending(9, 12), 2);
+    }
+
+    #[test]
+    fn ends_below_the_watermark_are_not_named() {
+        let mut e = Ended::default();
+        for offset in [0, 1, 3, 7] {
+            e.insert(offset);
+        }
+        assert!(!e.contains(2));
+        e.advance(2);
+        assert_eq!(e.named(), 2, "3 and 7 stay named");
+        assert!(e.contains(0) && e.contains(1) && e.contains(3) && !e.contains(2));
+        e.insert(1);
+        assert_eq!(e.named(), 2, "an end below the watermark adds nothing");
+        e.advance(1);
+        assert_eq!(e.below, 2, "the watermark never goes back");
     }
 }

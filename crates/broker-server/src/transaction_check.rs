@@ -39,18 +39,23 @@ use crate::{
 
 /// Where halves checked too often go.
 pub const CHECK_MAX_TIME_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
+/// Groups named in the pass's line about checks that reached no producer.
+const UNREACHED_NAMED: usize = 5;
 /// How many live connections of a group a check tries.
 const CONNECTION_TRIES: usize = 3;
 
 /// Runs check passes until the broker stops.
 pub fn run(state: &BrokerState) {
-    let mut cursor = 0;
+    let mut cursor = state.transactions.lock().watermark();
     let service = &state.transactions.service;
     service.run(
         Duration::from_millis(state.config().broker.transaction_check_interval),
         Duration::MAX,
         |now_ms| {
             pass(state, &mut cursor, now_ms);
+            if let Err(e) = state.transactions.advance(&state.store, cursor) {
+                tracing::warn!(cause = %e, "the transaction checkpoint was not saved: a restart reads more op records");
+            }
             let every = state.config().broker.transaction_check_interval;
             Some(now_ms + i64::try_from(every).unwrap_or(i64::MAX))
         },
@@ -82,11 +87,14 @@ pub fn pass(state: &BrokerState, cursor: &mut i64, started_ms: i64) -> PassFigur
     let spacing = Duration::from_secs_f64(1.0 / b.transaction_check_max_per_second.max(1) as f64);
     let mut next_slot = Instant::now();
     let mut all_ended_so_far = true;
+    // Groups whose checks found no producer (the first few), for one log
+    // line per pass rather than one per half.
+    let mut unreached: Vec<String> = Vec::new();
     let mut offset = *cursor;
     while offset < end {
         let here = offset;
         offset += 1;
-        if state.transactions.lock().contains(&here) {
+        if state.transactions.lock().contains(here) {
             if all_ended_so_far {
                 *cursor = offset;
             }
@@ -128,11 +136,11 @@ pub fn pass(state: &BrokerState, cursor: &mut i64, started_ms: i64) -> PassFigur
         }
         let now = Instant::now();
         if next_slot > now && state.transactions.service.pause(next_slot - now) {
-            return figures;
+            break;
         }
         next_slot = next_slot.max(Instant::now()) + spacing;
         let mut ended = state.transactions.lock();
-        if ended.contains(&here) {
+        if ended.contains(here) {
             drop(ended);
             if all_ended_so_far {
                 *cursor = offset;
@@ -145,6 +153,7 @@ pub fn pass(state: &BrokerState, cursor: &mut i64, started_ms: i64) -> PassFigur
                 ended.insert(here);
                 state.transactions.forget_checks(here);
                 figures.discarded += 1;
+                count_check("discarded");
                 if all_ended_so_far {
                     *cursor = offset;
                 }
@@ -155,26 +164,35 @@ pub fn pass(state: &BrokerState, cursor: &mut i64, started_ms: i64) -> PassFigur
             state.transactions.record_check(here);
             if send_check(state, &half, &props) {
                 figures.checked += 1;
+                count_check("sent");
             } else {
                 figures.no_producer += 1;
+                count_check("no_producer");
+                if unreached.len() < UNREACHED_NAMED {
+                    let group = props.get(keys::PRODUCER_GROUP).unwrap_or("").to_owned();
+                    if !unreached.contains(&group) {
+                        unreached.push(group);
+                    }
+                }
             }
         }
         all_ended_so_far = false;
     }
-    record_figures(figures);
+    if figures.no_producer > 0 {
+        tracing::warn!(
+            halves = figures.no_producer,
+            producer_groups = ?unreached,
+            "no producer of these groups is connected: their half messages are checked again \
+             next pass"
+        );
+    }
     figures
 }
 
-fn record_figures(f: PassFigures) {
-    for (outcome, n) in [
-        ("sent", f.checked),
-        ("no_producer", f.no_producer),
-        ("discarded", f.discarded),
-    ] {
-        if n > 0 {
-            metrics::counter!("sluice_transaction_checks_total", "outcome" => outcome).increment(n);
-        }
-    }
+/// Counts one check (or discard) as it happens: a pass over a backlog can
+/// last minutes.
+fn count_check(outcome: &'static str) {
+    metrics::counter!("sluice_transaction_checks_total", "outcome" => outcome).increment(1);
 }
 
 /// Moves a half checked too often to [`CHECK_MAX_TIME_TOPIC`] and records
@@ -232,11 +250,6 @@ fn send_check(state: &BrokerState, half: &StoredMessage<'_>, props: &Properties)
         _ => Vec::new(),
     };
     if connections.is_empty() && streams.is_empty() {
-        tracing::warn!(
-            producer_group = group,
-            half_offset = half.queue_offset,
-            "no producer of the group is connected: the half message is checked again later"
-        );
         return false;
     }
     let start = state.transactions.next_connection();

@@ -8,7 +8,9 @@
 
 mod common;
 
-use broker_server::transaction::{op_record, undo_record, COMMIT, HALF_TOPIC, OP_TOPIC};
+use broker_server::transaction::{
+    op_record, undo_record, Checkpoint, CHECKPOINT_FILE, COMMIT, HALF_TOPIC, OP_TOPIC,
+};
 use common::{send_request, TestBroker};
 use message_model::{
     flags::{transaction_type, TRANSACTION_COMMIT_TYPE},
@@ -234,6 +236,79 @@ async fn an_undone_end_leaves_the_half_pending_after_a_restart() {
     assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
     indexed(&b, "TxUndo", 1, 1).await;
     assert_eq!(stored(&b, "TxUndo", 1).len(), 1);
+    b.broker.shutdown().await;
+}
+
+/// The checkpoint file, once it says `half_offset` and `op_offset`.
+async fn checkpoint_reaches(dir: &std::path::Path, half_offset: i64, op_offset: i64) {
+    let path = dir.join("config").join(CHECKPOINT_FILE);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let saved = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Checkpoint>(&b).ok());
+        if saved
+            == Some(Checkpoint {
+                half_offset,
+                op_offset,
+            })
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "checkpoint never reached ({half_offset}, {op_offset}): {saved:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_reads_only_the_ends_after_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let fast = [("transactionCheckInterval", "100")];
+    let b = TestBroker::start_in(dir.path(), &fast).await;
+    let open = send_half(&b, "TxMark", b"pending").await;
+    let later = send_half(&b, "TxMark", b"ended").await;
+    let r = end(&b, &later, "TxGroup", 8).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    // The first half is pending (younger than transactionTimeOut): nothing
+    // passes it, and the op record naming the second stays to be read.
+    checkpoint_reaches(dir.path(), 0, 0).await;
+    let (broker, _client, _addr, _dir) = b.into_parts();
+    broker.shutdown().await;
+    let b = TestBroker::start_in(dir.path(), &fast).await;
+    let t = &b.broker.state().transactions;
+    assert_eq!(t.pending(0, 2), 1);
+    assert_eq!((t.lock().named(), t.op_records_read_at_start()), (1, 1));
+
+    let r = end(&b, &open, "TxGroup", 12).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    // Both ended: every half below 2, every op record below 2.
+    checkpoint_reaches(dir.path(), 2, 2).await;
+    assert_eq!(b.broker.state().transactions.lock().named(), 0);
+    let (broker, _client, _addr, _dir) = b.into_parts();
+    broker.shutdown().await;
+    let b = TestBroker::start_in(dir.path(), &fast).await;
+    let state = b.broker.state();
+    assert_eq!(state.transactions.pending(0, 2), 0);
+    assert_eq!(state.transactions.lock().named(), 0);
+    assert_eq!(
+        state.transactions.op_records_read_at_start(),
+        0,
+        "the checkpoint is past both op records"
+    );
+    // Still ended: a second commit stores nothing.
+    let r = end(&b, &later, "TxGroup", 8).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark);
+    let marker = send_half(&b, "TxMark", b"marker").await;
+    assert_eq!(
+        marker.queue_offset, 2,
+        "halves after the checkpoint count on"
+    );
+    indexed(&b, HALF_TOPIC, 0, 3).await;
+    assert_eq!(stored(&b, "TxMark", 1).len(), 1, "the one commit");
+    assert_eq!(state.transactions.pending(0, 3), 1);
     b.broker.shutdown().await;
 }
 

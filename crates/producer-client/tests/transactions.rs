@@ -88,7 +88,7 @@ async fn wait_until(secs: u64, what: &str, mut condition: impl FnMut() -> bool) 
 /// Whether the broker recorded the end of the half at `half_offset`.
 fn half_ended(b: &TestBroker, half_offset: u64) -> bool {
     let offset = i64::try_from(half_offset).unwrap();
-    b.broker.state().transactions.lock().contains(&offset)
+    b.broker.state().transactions.lock().contains(offset)
 }
 
 fn unique_key(p: &Pulled) -> Option<String> {

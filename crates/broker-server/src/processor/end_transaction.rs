@@ -160,7 +160,7 @@ fn end_half(state: &BrokerState, header: &EndTransactionRequestHeader) -> Result
         }
     }
     let mut ended = state.transactions.lock();
-    if ended.contains(&half.queue_offset) {
+    if ended.contains(half.queue_offset) {
         tracing::debug!(
             half_offset = half.queue_offset,
             "the half message has already ended; this end changes nothing"
