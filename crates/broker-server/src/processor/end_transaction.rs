@@ -32,10 +32,23 @@ pub(crate) fn end(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand
         Ok(h) => h,
         Err(e) => return bad_header(req, &e),
     };
+    // Who decided: the producer after its local transaction, or its answer
+    // to a check.
+    let source = if header.from_transaction_check.unwrap_or(false) {
+        "check"
+    } else {
+        "producer"
+    };
     let outcome = match header.commit_or_rollback {
         TRANSACTION_COMMIT_TYPE => "commit",
         TRANSACTION_ROLLBACK_TYPE => "rollback",
         TRANSACTION_NOT_TYPE => {
+            metrics::counter!(
+                "sluice_transactions_ended_total",
+                "outcome" => "unknown",
+                "source" => source
+            )
+            .increment(1);
             tracing::debug!(
                 producer_group = %header.producer_group,
                 msg_id = %header.msg_id,
@@ -59,8 +72,12 @@ pub(crate) fn end(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand
     match end_half(state, &header) {
         Ok(ended) => {
             if ended {
-                metrics::counter!("sluice_transactions_ended_total", "outcome" => outcome)
-                    .increment(1);
+                metrics::counter!(
+                    "sluice_transactions_ended_total",
+                    "outcome" => outcome,
+                    "source" => source
+                )
+                .increment(1);
             }
             req.response_to(ResponseCode::SUCCESS, None)
         }
