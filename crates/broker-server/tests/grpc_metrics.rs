@@ -5,21 +5,12 @@
 
 mod common;
 
-use common::{scrape, TestBroker};
+use common::{sample, scrape, TestBroker};
 use grpc_protocol::{
     v2::{Code, QueryRouteRequest, Resource, SendMessageRequest},
     MessagingServiceClient,
 };
 use tonic::Request;
-
-/// The value of the sample whose line holds every one of `parts`.
-fn sample(text: &str, parts: &[&str]) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| parts.iter().all(|p| l.contains(p)))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_calls_are_counted_by_rpc_and_code_and_timed() {

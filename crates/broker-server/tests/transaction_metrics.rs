@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{scrape, send_request, TestBroker};
+use common::{sample, scrape, send_request, TestBroker};
 use message_model::MessageId;
 use remoting_protocol::{
     header::{EndTransactionRequestHeader, SendMessageResponseHeader},
@@ -14,15 +14,6 @@ use remoting_protocol::{
 };
 
 const PROPS: &str = "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}TxMetered\u{2}";
-
-/// The value of the sample whose line holds every one of `parts`.
-fn sample(text: &str, parts: &[&str]) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| parts.iter().all(|p| l.contains(p)))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
 
 /// Sends a half and ends it with `outcome`, as a check's answer or not.
 async fn half_then_end(b: &TestBroker, outcome: i32, from_check: bool) {

@@ -84,6 +84,19 @@ pub fn user_properties(props: &Properties) -> HashMap<String, String> {
         .collect()
 }
 
+/// The business keys of a stored message (its space-separated `KEYS`).
+pub fn stored_keys(props: &Properties) -> Vec<String> {
+    props
+        .get(keys::KEYS)
+        .map(|k| {
+            k.split(' ')
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Why a produced message was refused before it reached the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {

@@ -40,7 +40,7 @@ use tonic::metadata::MetadataMap;
 use crate::{
     executor,
     grpc::{
-        message::{user_properties, BORN_HOST_TEXT},
+        message::{stored_keys, user_properties, BORN_HOST_TEXT},
         status::{combined, ok, remoting_status, status},
     },
     pop::{PopError, PopRequest, PoppedMessage, TagFilter},
@@ -386,15 +386,7 @@ fn to_message(
         .unwrap_or_else(|| MessageId::new(store_host, m.physical_offset).encode());
     let system = SystemProperties {
         tag: props.get(keys::TAGS).map(str::to_owned),
-        keys: props
-            .get(keys::KEYS)
-            .map(|k| {
-                k.split(' ')
-                    .filter(|k| !k.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        keys: stored_keys(&props),
         message_id,
         body_digest: Some(Digest {
             r#type: DigestType::Md5 as i32,

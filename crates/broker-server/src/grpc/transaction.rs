@@ -25,7 +25,7 @@ use crate::{
     clients::TelemetryStream,
     executor,
     grpc::{
-        message::{user_properties, BORN_HOST_TEXT},
+        message::{stored_keys, user_properties, BORN_HOST_TEXT},
         status::{remoting_status, status},
     },
     request::Reply,
@@ -151,15 +151,7 @@ fn check_command(store_host: SocketAddr, half: &StoredMessage<'_>) -> Option<Tel
     );
     let system = SystemProperties {
         tag: props.get(keys::TAGS).map(str::to_owned),
-        keys: props
-            .get(keys::KEYS)
-            .map(|k| {
-                k.split(' ')
-                    .filter(|k| !k.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        keys: stored_keys(&props),
         message_id,
         body_encoding: Encoding::Identity as i32,
         message_type: MessageType::Transaction as i32,

@@ -113,6 +113,15 @@ pub fn pull_request(topic: &str, queue_id: i32, offset: i64, max: i32) -> Remoti
     )
 }
 
+/// The value of the sample whose line holds every one of `parts`.
+pub fn sample(text: &str, parts: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| parts.iter().all(|p| l.contains(p)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// The broker's `/metrics` page (Prometheus text) on `port`.
 pub async fn scrape(port: u16) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
