@@ -5,14 +5,17 @@
 //! (`NOTIFY_CONSUMER_IDS_CHANGED`).
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use dashmap::DashMap;
 use remoting_net::Connection;
-use remoting_protocol::body::HeartbeatData;
+use remoting_protocol::{
+    body::{ConsumerData, HeartbeatData, SubscriptionData},
+    LanguageCode,
+};
 
 /// One client's registration.
 #[derive(Debug, Clone)]
@@ -29,6 +32,33 @@ pub struct ClientInfo {
     pub consumer_groups: Vec<Membership>,
     /// Last heartbeat.
     pub last_seen: Instant,
+    /// Where the client's last heartbeat came from and what it declared
+    /// itself as.
+    pub channel: ClientChannel,
+}
+
+/// A client's address, language and version, as its last heartbeat gave
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClientChannel {
+    /// The address the heartbeat came from (`ip:port`).
+    pub addr: String,
+    /// The language the client declared.
+    pub language: LanguageCode,
+    /// The version the client declared (RocketMQ's `MQVersion` ordinal).
+    pub version: i32,
+}
+
+/// A consumer group as its online members declared it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupView {
+    /// Each member's client id and channel, sorted by client id.
+    pub members: Vec<(String, ClientChannel)>,
+    /// What the member heard from last declared for the group (its
+    /// subscriptions aside).
+    pub declared: ConsumerData,
+    /// Subscriptions by topic, the latest declaration of each.
+    pub subscriptions: BTreeMap<String, SubscriptionData>,
 }
 
 /// A client's membership of one consumer group.
@@ -40,6 +70,8 @@ pub struct Membership {
     pub topics: BTreeSet<String>,
     /// Broadcasting (every member gets everything: nothing to rebalance).
     pub broadcasting: bool,
+    /// The group as the client declared it in its heartbeat.
+    pub declared: ConsumerData,
 }
 
 /// Clients by id.
@@ -61,6 +93,19 @@ impl ClientRegistry {
         conn: Option<Arc<Connection>>,
         now: Instant,
     ) -> Vec<String> {
+        self.heartbeat_from(data, conn_id, conn, ClientChannel::default(), now)
+    }
+
+    /// Records a heartbeat that came over `channel`, as
+    /// [`ClientRegistry::heartbeat`] does.
+    pub fn heartbeat_from(
+        &self,
+        data: &HeartbeatData,
+        conn_id: u64,
+        conn: Option<Arc<Connection>>,
+        channel: ClientChannel,
+        now: Instant,
+    ) -> Vec<String> {
         let consumer_groups: Vec<Membership> = data
             .consumer_data_set
             .iter()
@@ -72,6 +117,7 @@ impl ClientRegistry {
                     .map(|s| s.topic.clone())
                     .collect(),
                 broadcasting: c.message_model == "BROADCASTING",
+                declared: c.clone(),
             })
             .collect();
         let info = ClientInfo {
@@ -85,6 +131,7 @@ impl ClientRegistry {
                 .collect(),
             consumer_groups,
             last_seen: now,
+            channel,
         };
         // gRPC clients have no connection (nor a connection id) of their own.
         if info.conn.is_some()
@@ -162,6 +209,73 @@ impl ClientRegistry {
             .collect();
         ids.sort();
         ids
+    }
+
+    /// The group as its online members declared it; `None` when no member
+    /// is online.
+    pub fn consumer_group(&self, group: &str) -> Option<ConsumerGroupView> {
+        let mut members: Vec<(Instant, String, ClientChannel, ConsumerData)> = self
+            .clients
+            .iter()
+            .filter_map(|c| {
+                let m = c.consumer_groups.iter().find(|m| m.group == group)?;
+                Some((
+                    c.last_seen,
+                    c.client_id.clone(),
+                    c.channel.clone(),
+                    m.declared.clone(),
+                ))
+            })
+            .collect();
+        // Oldest first, so that the latest declaration wins.
+        members.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut subscriptions = BTreeMap::new();
+        for (_, _, _, declared) in &members {
+            for s in &declared.subscription_data_set {
+                subscriptions.insert(s.topic.clone(), s.clone());
+            }
+        }
+        let declared = ConsumerData {
+            subscription_data_set: Vec::new(),
+            ..members.last()?.3.clone()
+        };
+        let mut members: Vec<(String, ClientChannel)> = members
+            .into_iter()
+            .map(|(_, id, channel, _)| (id, channel))
+            .collect();
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        Some(ConsumerGroupView {
+            members,
+            declared,
+            subscriptions,
+        })
+    }
+
+    /// The members of producer group `group` (client id and channel),
+    /// sorted by client id; empty when none is online.
+    pub fn producer_group(&self, group: &str) -> Vec<(String, ClientChannel)> {
+        let mut members: Vec<(String, ClientChannel)> = self
+            .clients
+            .iter()
+            .filter(|c| c.producer_groups.iter().any(|g| g == group))
+            .map(|c| (c.client_id.clone(), c.channel.clone()))
+            .collect();
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        members
+    }
+
+    /// The consumer groups with an online member subscribed to `topic`.
+    pub fn groups_consuming(&self, topic: &str) -> BTreeSet<String> {
+        self.clients
+            .iter()
+            .flat_map(|c| {
+                c.consumer_groups
+                    .iter()
+                    .filter(|m| m.topics.contains(topic))
+                    .map(|m| m.group.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// Whether a member of the group registered as broadcasting.
@@ -298,6 +412,40 @@ mod tests {
         assert_eq!(c, Some(vec!["PG".to_owned()]), "the producer group stays");
         assert!(registry.unregister("c1", None, None).is_empty());
         assert!(registry.clients.get("c1").is_none());
+    }
+
+    #[test]
+    fn group_views_answer_what_members_declared() {
+        let r = ClientRegistry::default();
+        let start = Instant::now();
+        let channel = |port: u16| ClientChannel {
+            addr: format!("127.0.0.1:{port}"),
+            language: LanguageCode::Go,
+            version: 317,
+        };
+        let mut first = data("c2", "G", &["T"], "CLUSTERING");
+        first.consumer_data_set[0].consume_from_where = "CONSUME_FROM_FIRST_OFFSET".into();
+        r.heartbeat_from(&first, 1, None, channel(1), start);
+        let later = data("c1", "G", &["T", "U"], "CLUSTERING");
+        r.heartbeat_from(&later, 2, None, channel(2), start + Duration::from_secs(1));
+        let view = r.consumer_group("G").unwrap();
+        let ids: Vec<&str> = view.members.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["c1", "c2"]);
+        assert_eq!(view.members[0].1, channel(2));
+        assert_eq!(
+            view.declared.consume_from_where, "",
+            "the latest heartbeat's"
+        );
+        assert!(view.declared.subscription_data_set.is_empty());
+        assert_eq!(view.subscriptions.keys().collect::<Vec<_>>(), ["T", "U"]);
+        assert!(r.consumer_group("Other").is_none());
+        assert_eq!(r.producer_group("PG").len(), 2);
+        assert!(r.producer_group("G").is_empty());
+        assert_eq!(
+            r.groups_consuming("U").into_iter().collect::<Vec<_>>(),
+            ["G"]
+        );
+        assert!(r.groups_consuming("V").is_empty());
     }
 
     #[test]

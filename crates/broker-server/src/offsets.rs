@@ -3,7 +3,7 @@
 //! (with its unquoted integer keys).
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
@@ -53,6 +53,39 @@ impl OffsetManager {
     pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
         self.touch(group, Instant::now());
         self.table.get(&key(topic, group))?.get(&queue_id).copied()
+    }
+
+    /// The committed offset of a group on a queue, without counting it as
+    /// the group being seen (an operator's look).
+    pub fn peek(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.table.get(&key(topic, group))?.get(&queue_id).copied()
+    }
+
+    /// The topics a group has committed offsets on.
+    pub fn topics_of(&self, group: &str) -> BTreeSet<String> {
+        self.table
+            .iter()
+            .filter_map(|e| match e.key().split_once('@') {
+                Some((topic, g)) if g == group => Some(topic.to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The groups with committed offsets on a topic.
+    pub fn groups_of(&self, topic: &str) -> BTreeSet<String> {
+        self.table
+            .iter()
+            .filter_map(|e| match e.key().split_once('@') {
+                Some((t, group)) if t == topic => Some(group.to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The table as `consumerOffset.json` holds it.
+    pub fn encode(&self) -> String {
+        self.to_json()
     }
 
     /// Notes that `group` was seen at `now` (a heartbeat, a pull, a query).
@@ -184,8 +217,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let offsets = OffsetManager::load(dir.path()).unwrap();
         assert_eq!(offsets.query("G", "T", 0), None);
+        assert_eq!(offsets.encode(), r#"{"offsetTable":{}}"#);
         offsets.commit("G", "T", 0, 12);
         offsets.commit("G", "T", 1, 40);
+        offsets.commit("H", "U", 0, 1);
+        assert_eq!(offsets.peek("G", "T", 1), Some(40));
+        assert_eq!(
+            offsets.topics_of("G").into_iter().collect::<Vec<_>>(),
+            ["T"]
+        );
+        assert_eq!(
+            offsets.groups_of("U").into_iter().collect::<Vec<_>>(),
+            ["H"]
+        );
+        assert_eq!(offsets.remove_group("H"), 1);
         offsets.persist().unwrap();
         let text = std::fs::read_to_string(dir.path().join("consumerOffset.json")).unwrap();
         assert_eq!(text, r#"{"offsetTable":{"T@G":{0:12,1:40}}}"#);

@@ -12,6 +12,7 @@ use remoting_protocol::{
 use message_model::flags::retry_topic;
 
 use crate::{
+    clients::ClientChannel,
     processor::bad_header,
     request::{Job, Reply},
     state::BrokerState,
@@ -29,9 +30,15 @@ pub(crate) fn heartbeat(state: &BrokerState, job: &Job) -> Option<RemotingComman
                 Reply::Remoting(conn) => Some(Arc::clone(conn)),
                 Reply::Channel(_) => None,
             };
-            let changed = state
-                .clients
-                .heartbeat(&data, conn_id, conn, Instant::now());
+            let channel = ClientChannel {
+                addr: job.reply.peer().to_string(),
+                language: req.language,
+                version: req.version,
+            };
+            let changed =
+                state
+                    .clients
+                    .heartbeat_from(&data, conn_id, conn, channel, Instant::now());
             notify_ids_changed(state, &changed);
             req.response_to(ResponseCode::SUCCESS, None)
         }

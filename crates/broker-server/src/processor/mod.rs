@@ -18,6 +18,7 @@ mod orderly;
 mod pull_message;
 mod send_back;
 mod send_message;
+mod topic_admin;
 
 use std::sync::LazyLock;
 
@@ -144,6 +145,11 @@ pub static TABLE: &[Route] = {
             Family::Admin,
             consumer_offset::search_by_time,
         ),
+        now(
+            C::GET_EARLIEST_MSG_STORETIME,
+            Family::Admin,
+            topic_admin::earliest_store_time,
+        ),
         now(C::VIEW_MESSAGE_BY_ID, Family::Admin, admin::view_message),
         now(C::LOCK_BATCH_MQ, Family::Admin, orderly::lock_batch),
         now(C::UNLOCK_BATCH_MQ, Family::Admin, orderly::unlock_batch),
@@ -162,6 +168,23 @@ pub static TABLE: &[Route] = {
         admin(C::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups::get_all),
         admin(C::DELETE_SUBSCRIPTIONGROUP, groups::delete),
         admin(C::GET_ALL_DELAY_OFFSET, groups::delay_offsets),
+        admin(C::GET_ALL_TOPIC_CONFIG, topic_admin::all_topic_config),
+        admin(C::GET_TOPIC_CONFIG, topic_admin::topic_config),
+        admin(C::GET_TOPIC_STATS_INFO, topic_admin::topic_stats),
+        admin(C::GET_CONSUME_STATS, topic_admin::consume_stats),
+        admin(C::QUERY_TOPIC_CONSUME_BY_WHO, topic_admin::consumed_by_who),
+        admin(
+            C::GET_CONSUMER_CONNECTION_LIST,
+            topic_admin::consumer_connections,
+        ),
+        admin(
+            C::GET_PRODUCER_CONNECTION_LIST,
+            topic_admin::producer_connections,
+        ),
+        admin(
+            C::GET_ALL_CONSUMER_OFFSET,
+            topic_admin::all_consumer_offsets,
+        ),
     ]
 };
 

@@ -5,6 +5,7 @@
 //! | field | accepted |
 //! |---|---|
 //! | integer | a JSON number (a fraction truncated toward zero), `true`/`false` (1/0), a decimal string with an optional sign; `""`, `"null"` and `null` give 0 |
+//! | double | a JSON number, `true`/`false` (1/0), a string holding a number; `""`, `"null"` and `null` give 0 |
 //! | boolean | `true`/`false`; a number (1 is true, anything else false); the strings `true`, `1`, `T`, `Y` and `false`, `0`, `F`, `N`, `""` in any case |
 //! | string | a string; a number or boolean as its text; `null` as `""` |
 //! | enum | a constant's name in any case; its ordinal as a JSON number; an unknown name, `""` or a digit string as absent (`""`) |
@@ -68,6 +69,43 @@ where
         }
     }
     d.deserialize_any(Int(PhantomData))
+}
+
+/// A floating-point field (`f64`).
+///
+/// # Errors
+/// A string that is not a number, or a list or object.
+pub fn double<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    struct Double;
+    impl Visitor<'_> for Double {
+        type Value = f64;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a number, or a string holding one")
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<f64, E> {
+            Ok(f64::from(u8::from(v)))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<f64, E> {
+            if v.is_empty() || v == "null" {
+                return Ok(0.0);
+            }
+            v.parse()
+                .map_err(|_| E::custom(format!("{v:?} is not a number")))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<f64, E> {
+            Ok(0.0)
+        }
+    }
+    d.deserialize_any(Double)
 }
 
 /// A boolean field.
@@ -282,6 +320,8 @@ mod tests {
         s: String,
         #[serde(deserialize_with = "model")]
         e: String,
+        #[serde(deserialize_with = "double")]
+        d: f64,
         #[serde(deserialize_with = "int_list")]
         codes: Vec<i32>,
         #[serde(deserialize_with = "list")]
@@ -322,6 +362,25 @@ mod tests {
             probe(r#"{"l":"1700000000000123"}"#).unwrap().l,
             1_700_000_000_000_123
         );
+    }
+
+    #[test]
+    fn doubles_read_as_fastjson_reads_them() {
+        for (json, want) in [
+            ("1.5", 1.5),
+            ("2", 2.0),
+            (r#""0.25""#, 0.25),
+            (r#""-3""#, -3.0),
+            ("true", 1.0),
+            (r#""""#, 0.0),
+            ("null", 0.0),
+        ] {
+            let got = probe(&format!(r#"{{"d":{json}}}"#)).unwrap().d;
+            assert!((got - want).abs() < f64::EPSILON, "{json}: {got}");
+        }
+        for json in [r#""abc""#, "[1]", "{}"] {
+            assert!(probe(&format!(r#"{{"d":{json}}}"#)).is_err(), "{json}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Headers of topic and broker administration requests.
+//! Headers of topic, consumer and broker administration requests.
 
 use super::{ext_enum, ext_header};
 
@@ -47,5 +47,147 @@ ext_header! {
     pub struct GetBrokerConfigResponseHeader {
         /// Data version of the configuration, as JSON.
         version: String = "version",
+    }
+}
+
+ext_header! {
+    /// `GET_TOPIC_CONFIG` (351) request header.
+    pub struct GetTopicConfigRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+        /// Also answer the static-topic mapping, if any.
+        lo: Option<bool> = "lo",
+        /// Target broker name.
+        broker_name: Option<String> = "bname",
+    }
+}
+
+ext_header! {
+    /// `GET_TOPIC_STATS_INFO` (202) request header.
+    pub struct GetTopicStatsInfoRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+        /// Target broker name.
+        broker_name: Option<String> = "bname",
+    }
+}
+
+ext_header! {
+    /// `GET_CONSUME_STATS` (208) request header.
+    pub struct GetConsumeStatsRequestHeader {
+        /// Consumer group.
+        consumer_group: String = "consumerGroup",
+        /// One topic; absent or blank for every topic the group has offsets on.
+        topic: Option<String> = "topic",
+        /// Topics separated by `;`; when given, it replaces `topic`.
+        topic_list: Option<String> = "topicList",
+        /// Target broker name.
+        broker_name: Option<String> = "bname",
+    }
+}
+
+impl GetConsumeStatsRequestHeader {
+    /// The topics of `topicList`, without empty names (Java's
+    /// `fetchTopicList`); empty when the field is absent or blank.
+    pub fn fetch_topic_list(&self) -> Vec<String> {
+        self.topic_list
+            .as_deref()
+            .unwrap_or_default()
+            .split(';')
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+ext_header! {
+    /// `QUERY_TOPIC_CONSUME_BY_WHO` (300) request header.
+    pub struct QueryTopicConsumeByWhoRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+        /// Target broker name.
+        broker_name: Option<String> = "bname",
+    }
+}
+
+ext_header! {
+    /// `GET_CONSUMER_CONNECTION_LIST` (203) request header.
+    pub struct GetConsumerConnectionListRequestHeader {
+        /// Consumer group.
+        consumer_group: String = "consumerGroup",
+    }
+}
+
+ext_header! {
+    /// `GET_PRODUCER_CONNECTION_LIST` (204) request header.
+    pub struct GetProducerConnectionListRequestHeader {
+        /// Producer group.
+        producer_group: String = "producerGroup",
+    }
+}
+
+ext_header! {
+    /// `GET_EARLIEST_MSG_STORETIME` (32) request header.
+    pub struct GetEarliestMsgStoretimeRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+        /// Queue id.
+        queue_id: i32 = "queueId",
+        /// Target broker name.
+        broker_name: Option<String> = "bname",
+    }
+}
+
+ext_header! {
+    /// `GET_EARLIEST_MSG_STORETIME` (32) response header.
+    pub struct GetEarliestMsgStoretimeResponseHeader {
+        /// Store time of the queue's first message (ms since the epoch);
+        /// -1 when the queue has none.
+        timestamp: i64 = "timestamp",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{command::ExtFields, header::CommandHeader};
+
+    fn ext(pairs: &[(&str, &str)]) -> ExtFields {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_topic_list_splits_on_semicolons_and_drops_empty_names() {
+        let h = GetConsumeStatsRequestHeader::from_ext_fields(&ext(&[
+            ("consumerGroup", "G"),
+            ("topicList", ";A;;B;"),
+        ]))
+        .unwrap();
+        assert_eq!(h.fetch_topic_list(), ["A", "B"]);
+        let none =
+            GetConsumeStatsRequestHeader::from_ext_fields(&ext(&[("consumerGroup", "G")])).unwrap();
+        assert!(none.fetch_topic_list().is_empty());
+        assert_eq!(
+            GetConsumeStatsRequestHeader::from_ext_fields(&ext(&[("topic", "T")])),
+            Err(crate::header::HeaderError::Missing {
+                key: "consumerGroup"
+            })
+        );
+    }
+
+    #[test]
+    fn the_earliest_store_time_headers_carry_rocketmq_keys() {
+        let h = GetEarliestMsgStoretimeRequestHeader::from_ext_fields(&ext(&[
+            ("topic", "T"),
+            ("queueId", "+3"),
+            ("lo", "true"),
+        ]))
+        .unwrap();
+        assert_eq!((h.topic.as_str(), h.queue_id), ("T", 3));
+        let answer = GetEarliestMsgStoretimeResponseHeader { timestamp: -1 }.to_ext_fields();
+        assert_eq!(answer["timestamp"], "-1");
     }
 }

@@ -26,7 +26,13 @@ mod pull;
 mod send;
 mod transaction;
 
-pub use admin::{CreateTopicRequestHeader, GetBrokerConfigResponseHeader, TopicFilterType};
+pub use admin::{
+    CreateTopicRequestHeader, GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader, GetProducerConnectionListRequestHeader,
+    GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, TopicFilterType,
+};
 pub use client::{
     ConsumerSendMsgBackRequestHeader, DeleteSubscriptionGroupRequestHeader, HeartbeatRequestHeader,
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,

@@ -1,0 +1,295 @@
+//! What operators' tools ask about topics, groups and clients:
+//! `GET_ALL_TOPIC_CONFIG`, `GET_TOPIC_CONFIG`, `GET_TOPIC_STATS_INFO`,
+//! `GET_CONSUME_STATS`, `QUERY_TOPIC_CONSUME_BY_WHO`,
+//! `GET_CONSUMER_CONNECTION_LIST`, `GET_PRODUCER_CONNECTION_LIST`,
+//! `GET_ALL_CONSUMER_OFFSET` and `GET_EARLIEST_MSG_STORETIME`, answered with
+//! RocketMQ's bodies, codes and remarks.
+//!
+//! The broker keeps no per-topic or per-group rate figures, so `topicPutTps`
+//! and `consumeTps` are always 0.0; nor does it track how far each group has
+//! pulled, so `pullOffset` is the committed offset.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use remoting_protocol::{
+    body::{
+        self, ClientConnection, ConsumeStats, ConsumerConnection, DataVersion, GroupList,
+        MessageQueueBody, OffsetWrapper, ProducerConnection, TopicOffset, TopicStatsTable,
+    },
+    header::{
+        GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+        GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+        GetProducerConnectionListRequestHeader, GetTopicConfigRequestHeader,
+        GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+    },
+    RemotingCommand, ResponseCode,
+};
+
+use crate::{clients::ClientChannel, processor::bad_header, state::BrokerState};
+
+/// The whole topic table with its version; paging fields of newer admin
+/// tools are ignored (and no `totalTopicNum` is answered, which makes them
+/// stop after this one page).
+pub(crate) fn all_topic_config(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let mut wrapper = state.topics.wrapper();
+    // No static topics: an empty mapping table of the broker's start.
+    wrapper.mapping_data_version = Some(DataVersion {
+        timestamp: state.boot_timestamp,
+        ..DataVersion::default()
+    });
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(body::to_fastjson(&wrapper))
+}
+
+/// One topic's configuration.
+pub(crate) fn topic_config(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetTopicConfigRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    match state.topics.get(&h.topic) {
+        Some(config) => req
+            .response_to(ResponseCode::SUCCESS, None)
+            .with_body(body::to_fastjson(&config)),
+        None => req.response_to(
+            ResponseCode::TOPIC_NOT_EXIST,
+            Some(format!("No topic in this broker. topic: {}", h.topic)),
+        ),
+    }
+}
+
+/// Min and max offset and last store time of each of a topic's queues.
+pub(crate) fn topic_stats(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetTopicStatsInfoRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let Some(config) = state.topics.get(&h.topic) else {
+        return req.response_to(
+            ResponseCode::TOPIC_NOT_EXIST,
+            Some(format!("topic[{}] not exist", h.topic)),
+        );
+    };
+    let broker_name = state.config().broker.broker_name.clone();
+    let queues = config.read_queue_nums.max(config.write_queue_nums);
+    let offset_table = (0..queues)
+        .map(|queue_id| {
+            let min_offset = state.store.min_offset_in_queue(&h.topic, queue_id).max(0);
+            let max_offset = state.store.max_offset_in_queue(&h.topic, queue_id).max(0);
+            let last_update_timestamp = if max_offset > 0 {
+                store_time(state, &h.topic, queue_id, max_offset - 1).unwrap_or(-1)
+            } else {
+                0
+            };
+            (
+                queue(&h.topic, &broker_name, queue_id),
+                TopicOffset {
+                    last_update_timestamp,
+                    max_offset,
+                    min_offset,
+                },
+            )
+        })
+        .collect();
+    let stats = TopicStatsTable {
+        offset_table,
+        topic_put_tps: 0.0,
+    };
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(stats.encode())
+}
+
+/// A group's progress on each read queue of the topics asked for: those of
+/// `topicList`, else `topic`, else every topic the group has offsets on;
+/// without `topicList`, topics an online group does not subscribe to are
+/// left out (when it subscribes to any).
+pub(crate) fn consume_stats(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetConsumeStatsRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let group = &h.consumer_group;
+    let listed = h.fetch_topic_list();
+    let topics: BTreeSet<String> = if listed.is_empty() {
+        let mut topics = match h.topic.as_deref() {
+            Some(topic) if !topic.trim().is_empty() => BTreeSet::from([topic.to_owned()]),
+            _ => state.offsets.topics_of(group),
+        };
+        if let Some(view) = state.clients.consumer_group(group) {
+            if !view.subscriptions.is_empty() {
+                topics.retain(|t| view.subscriptions.contains_key(t));
+            }
+        }
+        topics
+    } else {
+        listed.into_iter().collect()
+    };
+    let broker_name = state.config().broker.broker_name.clone();
+    let mut offset_table = BTreeMap::new();
+    for topic in &topics {
+        let Some(config) = state.topics.get(topic) else {
+            tracing::debug!(%topic, %group, "consume stats: no such topic");
+            continue;
+        };
+        for queue_id in 0..config.read_queue_nums {
+            let broker_offset = state.store.max_offset_in_queue(topic, queue_id).max(0);
+            let consumer_offset = state
+                .offsets
+                .peek(group, topic, queue_id)
+                .unwrap_or(-1)
+                .max(0);
+            let last_timestamp = if consumer_offset > 0 {
+                store_time(state, topic, queue_id, consumer_offset - 1)
+                    .filter(|t| *t > 0)
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            offset_table.insert(
+                queue(topic, &broker_name, queue_id),
+                OffsetWrapper {
+                    broker_offset,
+                    consumer_offset,
+                    last_timestamp,
+                    pull_offset: consumer_offset,
+                },
+            );
+        }
+    }
+    let stats = ConsumeStats {
+        consume_tps: 0.0,
+        offset_table,
+    };
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(stats.encode())
+}
+
+/// The groups consuming a topic: online consumers subscribed to it, and
+/// groups with offsets on it.
+pub(crate) fn consumed_by_who(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: QueryTopicConsumeByWhoRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let mut group_list = state.clients.groups_consuming(&h.topic);
+    group_list.extend(state.offsets.groups_of(&h.topic));
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(body::to_fastjson(&GroupList { group_list }))
+}
+
+/// An online consumer group's clients and what they declared.
+pub(crate) fn consumer_connections(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetConsumerConnectionListRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let Some(view) = state.clients.consumer_group(&h.consumer_group) else {
+        return req.response_to(
+            ResponseCode::CONSUMER_NOT_ONLINE,
+            Some(format!(
+                "the consumer group[{}] not online",
+                h.consumer_group
+            )),
+        );
+    };
+    let subscription_table = view
+        .subscriptions
+        .into_iter()
+        .map(|(topic, mut s)| {
+            // Absent in the heartbeat, RocketMQ's default.
+            if s.expression_type.is_empty() {
+                s.expression_type = "TAG".into();
+            }
+            (topic, s)
+        })
+        .collect();
+    let answer = ConsumerConnection {
+        connection_set: connections(view.members),
+        consume_from_where: view.declared.consume_from_where,
+        consume_type: view.declared.consume_type,
+        message_model: view.declared.message_model,
+        subscription_table,
+    };
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(body::to_fastjson(&answer))
+}
+
+/// An online producer group's clients.
+pub(crate) fn producer_connections(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetProducerConnectionListRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let members = state.clients.producer_group(&h.producer_group);
+    if members.is_empty() {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!(
+                "the producer group[{}] not exist",
+                h.producer_group
+            )),
+        );
+    }
+    let answer = ProducerConnection {
+        connection_set: connections(members),
+    };
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(body::to_fastjson(&answer))
+}
+
+/// Every committed offset, as `consumerOffset.json` holds them.
+pub(crate) fn all_consumer_offsets(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let content = state.offsets.encode();
+    if content.is_empty() {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some("No consumer offset in this broker".into()),
+        );
+    }
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(content.into_bytes())
+}
+
+/// Store time of a queue's first message; -1 when it has none.
+pub(crate) fn earliest_store_time(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetEarliestMsgStoretimeRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let first = state.store.min_offset_in_queue(&h.topic, h.queue_id);
+    let timestamp = store_time(state, &h.topic, h.queue_id, first).unwrap_or(-1);
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_header(&GetEarliestMsgStoretimeResponseHeader { timestamp })
+}
+
+/// Store time of the message at a queue offset, if it is still stored.
+fn store_time(state: &BrokerState, topic: &str, queue_id: i32, offset: i64) -> Option<i64> {
+    let entry = state.store.queue_entry(topic, queue_id, offset)?;
+    let record = state
+        .store
+        .lookup_message(u64::try_from(entry.commit_log_offset).ok()?)?;
+    message_model::record::read_store_timestamp(&record)
+}
+
+fn queue(topic: &str, broker_name: &str, queue_id: i32) -> MessageQueueBody {
+    MessageQueueBody {
+        topic: topic.to_owned(),
+        broker_name: broker_name.to_owned(),
+        queue_id,
+    }
+}
+
+fn connections(members: Vec<(String, ClientChannel)>) -> Vec<ClientConnection> {
+    members
+        .into_iter()
+        .map(|(client_id, channel)| ClientConnection {
+            client_addr: channel.addr,
+            client_id,
+            language: match channel.language {
+                remoting_protocol::LanguageCode::Unknown(_) => String::new(),
+                known => known.name().to_owned(),
+            },
+            version: channel.version,
+        })
+        .collect()
+}
