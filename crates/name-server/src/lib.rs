@@ -2,7 +2,8 @@
 //! serve a topic. Usable as a library so that the broker can embed it.
 //!
 //! The core is synchronous and does no I/O: [`RouteRegistry`] holds the
-//! routes, [`NameServerProcessor`] turns requests into responses. [`run`]
+//! routes, [`KvConfig`] the key-value configuration (in memory only),
+//! [`NameServerProcessor`] turns requests into responses. [`run`]
 //! serves them over TCP (the `namesrv` binary and the broker's embedded name
 //! server use it). A transport
 //! passes every request with the current `Instant` and an id of the
@@ -17,12 +18,14 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod config;
+pub mod kv_config;
 pub mod legacy_json;
 pub mod processor;
 pub mod registry;
 pub mod server;
 
 pub use config::{ConfigError, NamesrvConfig};
+pub use kv_config::KvConfig;
 pub use legacy_json::to_legacy_json;
 pub use processor::NameServerProcessor;
 pub use registry::{RegisterResult, RouteRegistry};

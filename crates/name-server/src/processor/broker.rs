@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use remoting_protocol::{
-    body::{from_json, to_json, KvTable, RegisterBrokerBody},
+    body::{from_json, to_json, RegisterBrokerBody},
     header::{
         RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
     },
@@ -11,12 +11,17 @@ use remoting_protocol::{
 };
 
 use super::bad_header;
-use crate::registry::RouteRegistry;
+use crate::{
+    kv_config::{KvConfig, NAMESPACE_ORDER_TOPIC_CONFIG},
+    registry::RouteRegistry,
+};
 
 /// Registers or renews the broker; answers with its master's addresses and
-/// an empty order-topic table.
+/// the order-topic configuration (KV namespace `ORDER_TOPIC_CONFIG`, an
+/// empty table when it was never set).
 pub(super) fn register(
     registry: &RouteRegistry,
+    kv_config: &KvConfig,
     req: &RemotingCommand,
     now: Instant,
     conn: Option<u64>,
@@ -64,11 +69,14 @@ pub(super) fn register(
         ha_server_addr: result.ha_server_addr,
         master_addr: result.master_addr,
     };
-    // RocketMQ returns the order-topic configuration (KV namespace
-    // ORDER_TOPIC_CONFIG) here; this name server keeps no KV configuration.
+    // RocketMQ sends no body when the namespace was never set; an empty
+    // table reads the same on the broker.
+    let order_topics = kv_config
+        .namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+        .unwrap_or_default();
     req.response_to(ResponseCode::SUCCESS, None)
         .with_header(&response_header)
-        .with_body(to_json(&KvTable::default()))
+        .with_body(to_json(&order_topics))
 }
 
 /// Removes the broker address.

@@ -3,8 +3,14 @@
 //!
 //! Handled codes: `REGISTER_BROKER` (103) and `UNREGISTER_BROKER` (104) from
 //! brokers, `GET_ROUTEINFO_BY_TOPIC` (105) and `GET_BROKER_CLUSTER_INFO`
-//! (106) from clients and tools. Any other code is answered with
-//! `REQUEST_CODE_NOT_SUPPORTED` and RocketMQ's remark.
+//! (106) from clients and tools, and the admin codes of `mqadmin`,
+//! `rocketmq-dashboard` and `rocketmq-exporter`: the topic lists
+//! `GET_ALL_TOPIC_LIST_FROM_NAMESERVER` (206) and `GET_TOPICS_BY_CLUSTER`
+//! (224), `DELETE_TOPIC_IN_NAMESRV` (216), `WIPE_WRITE_PERM_OF_BROKER` (205)
+//! and `ADD_WRITE_PERM_OF_BROKER` (327), and the key-value configuration
+//! codes `PUT_KV_CONFIG` (100), `GET_KV_CONFIG` (101), `DELETE_KV_CONFIG`
+//! (102) and `GET_KVLIST_BY_NAMESPACE` (219). Any other code is answered
+//! with `REQUEST_CODE_NOT_SUPPORTED` and RocketMQ's remark.
 //!
 //! A malformed header or body is answered with `SYSTEM_ERROR` and a remark
 //! naming the problem, which is what a Java name server answers when
@@ -14,10 +20,12 @@ use std::{sync::Arc, time::Instant};
 
 use remoting_protocol::{HeaderError, RemotingCommand, RequestCode, ResponseCode};
 
-use crate::registry::RouteRegistry;
+use crate::{kv_config::KvConfig, registry::RouteRegistry};
 
+mod admin;
 mod broker;
 mod client;
+mod kv;
 #[cfg(test)]
 mod tests;
 
@@ -26,22 +34,38 @@ mod tests;
 /// unless they set `acceptStandardJsonOnly`.
 pub const STANDARD_JSON_SINCE_VERSION: i32 = 401;
 
-/// Answers name server requests from the routes in a shared registry.
+/// Answers name server requests from the routes in a shared registry and
+/// from a key-value configuration.
 #[derive(Debug, Clone)]
 pub struct NameServerProcessor {
     registry: Arc<RouteRegistry>,
+    kv_config: Arc<KvConfig>,
 }
 
 impl NameServerProcessor {
     /// A processor answering from `registry`, which the caller also hands to
-    /// its expiry timer and connection bookkeeping.
+    /// its expiry timer and connection bookkeeping, with an empty key-value
+    /// configuration.
     pub fn new(registry: Arc<RouteRegistry>) -> Self {
-        Self { registry }
+        Self::with_kv_config(registry, Arc::new(KvConfig::new()))
+    }
+
+    /// A processor answering from `registry` and `kv_config`.
+    pub fn with_kv_config(registry: Arc<RouteRegistry>, kv_config: Arc<KvConfig>) -> Self {
+        Self {
+            registry,
+            kv_config,
+        }
     }
 
     /// The registry the processor answers from.
     pub fn registry(&self) -> &Arc<RouteRegistry> {
         &self.registry
+    }
+
+    /// The key-value configuration the processor answers from.
+    pub fn kv_config(&self) -> &Arc<KvConfig> {
+        &self.kv_config
     }
 
     /// Handles one request received at `now` over connection `conn` and
@@ -57,10 +81,23 @@ impl NameServerProcessor {
             return None;
         }
         let response = match req.request_code() {
-            RequestCode::REGISTER_BROKER => broker::register(&self.registry, req, now, conn),
+            RequestCode::REGISTER_BROKER => {
+                broker::register(&self.registry, &self.kv_config, req, now, conn)
+            }
             RequestCode::UNREGISTER_BROKER => broker::unregister(&self.registry, req),
             RequestCode::GET_ROUTEINFO_BY_TOPIC => client::route_by_topic(&self.registry, req),
             RequestCode::GET_BROKER_CLUSTER_INFO => client::cluster_info(&self.registry, req),
+            RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => {
+                admin::all_topics(&self.registry, req)
+            }
+            RequestCode::GET_TOPICS_BY_CLUSTER => admin::cluster_topics(&self.registry, req),
+            RequestCode::DELETE_TOPIC_IN_NAMESRV => admin::delete_topic(&self.registry, req),
+            RequestCode::WIPE_WRITE_PERM_OF_BROKER => admin::wipe_write_perm(&self.registry, req),
+            RequestCode::ADD_WRITE_PERM_OF_BROKER => admin::add_write_perm(&self.registry, req),
+            RequestCode::PUT_KV_CONFIG => kv::put(&self.kv_config, req),
+            RequestCode::GET_KV_CONFIG => kv::get(&self.kv_config, req),
+            RequestCode::DELETE_KV_CONFIG => kv::delete(&self.kv_config, req),
+            RequestCode::GET_KVLIST_BY_NAMESPACE => kv::namespace(&self.kv_config, req),
             other => req.response_to(
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
                 Some(format!(" request type {} not supported", other.0)),

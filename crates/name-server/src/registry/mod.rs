@@ -11,13 +11,16 @@
 //!   to master re-registers its address under id 0 and loses its old id.
 //! - Only masters (broker id 0) create or change queue data; slaves add
 //!   addresses only.
+//! - A master's registration rewrites the queue data of a topic it lists
+//!   only when its topic-config data version differs from the one its
+//!   address registered last, when the topic has no queue data of that
+//!   broker yet, or on the broker's first registration (RocketMQ's rule).
+//!   So a write permission wiped or added by an admin tool holds until the
+//!   broker's topic configuration changes.
 //!
 //! # Differences from RocketMQ
 //! - Live brokers are keyed by address alone, not by cluster and address: one
 //!   address is one broker process.
-//! - A registration always rewrites the queue data of every topic it lists,
-//!   where RocketMQ skips topics whose data version is unchanged; the result
-//!   is the same.
 //! - A broker that is not registered yet may register with a single topic;
 //!   RocketMQ refuses that ("register broker failed") to catch incremental
 //!   registrations that arrive after the broker expired.
@@ -32,7 +35,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use message_model::flags::MASTER_ID;
+use message_model::flags::{MASTER_ID, PERM_READ, PERM_WRITE};
 use remoting_protocol::{
     body::{BrokerData, ClusterInfo, DataVersion, QueueData, RegisterBrokerBody, TopicRouteData},
     header::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader},
@@ -118,9 +121,12 @@ impl RouteRegistry {
     /// broker (see [`RouteRegistry::connection_closed`]).
     ///
     /// A master's registration creates or replaces its queue data for every
-    /// topic it lists. With `deleteTopicWithBrokerRegistration` it also drops
-    /// its queue data from topics it no longer lists (RocketMQ's rule, off by
-    /// default there and here). A slave's topics are ignored.
+    /// topic it lists, except, when its data version is the one this address
+    /// registered last, for topics that already hold queue data of the
+    /// broker (which keeps a wiped or added write permission). With
+    /// `deleteTopicWithBrokerRegistration` it also drops its queue data from
+    /// topics it no longer lists (RocketMQ's rule, off by default there and
+    /// here). A slave's topics are ignored.
     ///
     /// When another address already holds the same broker id with a newer
     /// `stateVersion`, the registration is ignored and the result is empty,
@@ -150,6 +156,7 @@ impl RouteRegistry {
             .entry(cluster.clone())
             .or_default()
             .insert(name.clone());
+        let new_name = !brokers.contains_key(name);
         let broker = brokers.entry(name.clone()).or_insert_with(|| BrokerData {
             cluster: cluster.clone(),
             broker_name: name.clone(),
@@ -175,7 +182,12 @@ impl RouteRegistry {
                 return RegisterResult::default();
             }
         }
-        broker.broker_addrs.insert(id, addr.clone());
+        let id_was_free = broker
+            .broker_addrs
+            .insert(id, addr.clone())
+            .is_none_or(|old| old.is_empty());
+        let register_first = new_name || id_was_free;
+        let version_changed = live.get(addr).map(|l| l.data_version) != Some(wrapper.data_version);
 
         if id == MASTER_ID {
             let listed = &wrapper.topic_config_table;
@@ -188,6 +200,10 @@ impl RouteRegistry {
                 });
             }
             for (topic, config) in listed {
+                let has_queue_data = topics.get(topic).is_some_and(|q| q.contains_key(name));
+                if !register_first && !version_changed && has_queue_data {
+                    continue;
+                }
                 let queue = QueueData {
                     broker_name: name.clone(),
                     read_queue_nums: config.read_queue_nums,
@@ -309,6 +325,91 @@ impl RouteRegistry {
         let mut names: Vec<String> = self.read().topics.keys().cloned().collect();
         names.sort_unstable();
         names
+    }
+
+    /// The topics that hold queue data of some broker name of `cluster`,
+    /// sorted; empty for an unknown cluster.
+    pub fn cluster_topic_names(&self, cluster: &str) -> Vec<String> {
+        let tables = self.read();
+        let Some(names) = tables.clusters.get(cluster) else {
+            return Vec::new();
+        };
+        let mut topics: Vec<String> = tables
+            .topics
+            .iter()
+            .filter(|(_, queues)| queues.keys().any(|name| names.contains(name)))
+            .map(|(topic, _)| topic.clone())
+            .collect();
+        topics.sort_unstable();
+        topics
+    }
+
+    /// Forgets `topic`: all its queue data, or with `cluster` only the queue
+    /// data of that cluster's broker names (the topic is forgotten when none
+    /// is left). Returns whether any queue data was removed. A broker that
+    /// still has the topic brings it back with its next registration.
+    pub fn delete_topic(&self, topic: &str, cluster: Option<&str>) -> bool {
+        let mut guard = self.write();
+        let Tables {
+            topics, clusters, ..
+        } = &mut *guard;
+        let removed = match cluster {
+            None => topics.remove(topic).is_some(),
+            Some(cluster) => {
+                let (Some(names), Some(queues)) = (clusters.get(cluster), topics.get_mut(topic))
+                else {
+                    return false;
+                };
+                let before = queues.len();
+                queues.retain(|name, _| !names.contains(name));
+                let removed = queues.len() != before;
+                if queues.is_empty() {
+                    topics.remove(topic);
+                }
+                removed
+            }
+        };
+        tracing::info!(
+            topic,
+            cluster = cluster.unwrap_or(""),
+            removed,
+            "topic deleted"
+        );
+        removed
+    }
+
+    /// Clears the write bit of every queue data of broker `broker_name`, so
+    /// that routes stop offering it for sending. Returns how many topics hold
+    /// queue data of the broker. Lasts until the broker registers a changed
+    /// topic configuration.
+    pub fn wipe_write_perm(&self, broker_name: &str) -> i32 {
+        let count = self.set_perm(broker_name, |perm| perm & !PERM_WRITE);
+        tracing::info!(broker_name, topics = count, "write permission wiped");
+        count
+    }
+
+    /// Gives every queue data of broker `broker_name` read and write
+    /// permission (6). Returns how many topics hold queue data of the
+    /// broker. Lasts until the broker registers a changed topic
+    /// configuration.
+    pub fn add_write_perm(&self, broker_name: &str) -> i32 {
+        let count = self.set_perm(broker_name, |_| PERM_READ | PERM_WRITE);
+        tracing::info!(broker_name, topics = count, "write permission added");
+        count
+    }
+
+    fn set_perm(&self, broker_name: &str, change: impl Fn(i32) -> i32) -> i32 {
+        let mut tables = self.write();
+        let mut count = 0i32;
+        for queue in tables
+            .topics
+            .values_mut()
+            .filter_map(|queues| queues.get_mut(broker_name))
+        {
+            queue.perm = change(queue.perm);
+            count = count.saturating_add(1);
+        }
+        count
     }
 
     /// Removes, as [`RouteRegistry::unregister_broker`] does, every broker

@@ -169,16 +169,142 @@ fn two_brokers_serving_a_topic_are_listed_by_broker_name() {
     assert_eq!(reg.cluster_info().cluster_addr_table[CLUSTER].len(), 2);
 }
 
+/// A registration body whose data version has `counter`.
+fn body_with_counter(topics: &[(&str, i32)], counter: i64) -> RegisterBrokerBody {
+    let mut body = body(topics);
+    body.topic_config_serialize_wrapper.data_version.counter = counter;
+    body
+}
+
+fn perms(reg: &RouteRegistry, topic: &str) -> Vec<(String, i32)> {
+    reg.route(topic)
+        .map(|route| {
+            route
+                .queue_datas
+                .into_iter()
+                .map(|q| (q.broker_name, q.perm))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[test]
 fn re_registration_replaces_the_queue_data_of_listed_topics() {
     let reg = RouteRegistry::new();
     let now = Instant::now();
     let master = header("broker-a", "10.0.0.1:10911", 0);
-    reg.register_broker(&master, &body(&[("T", 4)]), now, None);
-    reg.register_broker(&master, &body(&[("T", 16)]), now, None);
+    reg.register_broker(&master, &body_with_counter(&[("T", 4)], 1), now, None);
+    reg.register_broker(&master, &body_with_counter(&[("T", 16)], 2), now, None);
     let route = reg.route("T").unwrap();
     assert_eq!(route.queue_datas.len(), 1);
     assert_eq!(route.queue_datas[0].read_queue_nums, 16);
+}
+
+#[test]
+fn re_registration_with_an_unchanged_data_version_keeps_existing_queue_data() {
+    let reg = RouteRegistry::new();
+    let now = Instant::now();
+    let master = header("broker-a", "10.0.0.1:10911", 0);
+    reg.register_broker(&master, &body_with_counter(&[("T", 4)], 1), now, None);
+    // Same version: T is kept as it is, the new topic U is still added.
+    reg.register_broker(
+        &master,
+        &body_with_counter(&[("T", 16), ("U", 8)], 1),
+        now,
+        None,
+    );
+    assert_eq!(reg.route("T").unwrap().queue_datas[0].read_queue_nums, 4);
+    assert_eq!(reg.route("U").unwrap().queue_datas[0].read_queue_nums, 8);
+
+    // After the broker name expired, its next registration is a first one.
+    reg.unregister_broker(&unregister("broker-a", "10.0.0.1:10911", 0));
+    reg.register_broker(&master, &body_with_counter(&[("T", 16)], 1), now, None);
+    assert_eq!(reg.route("T").unwrap().queue_datas[0].read_queue_nums, 16);
+}
+
+#[test]
+fn write_perm_is_wiped_and_added_per_broker_name() {
+    let reg = RouteRegistry::new();
+    let now = Instant::now();
+    let master_a = header("broker-a", "10.0.0.1:10911", 0);
+    reg.register_broker(
+        &master_a,
+        &body_with_counter(&[("T", 4), ("U", 4)], 1),
+        now,
+        None,
+    );
+    reg.register_broker(
+        &header("broker-b", "10.0.0.3:10911", 0),
+        &body(&[("T", 4)]),
+        now,
+        None,
+    );
+
+    assert_eq!(reg.wipe_write_perm("broker-a"), 2);
+    assert_eq!(
+        perms(&reg, "T"),
+        [("broker-a".to_owned(), 4), ("broker-b".to_owned(), 6)]
+    );
+    assert_eq!(perms(&reg, "U"), [("broker-a".to_owned(), 4)]);
+    assert_eq!(reg.wipe_write_perm("broker-a"), 2);
+    assert_eq!(perms(&reg, "U"), [("broker-a".to_owned(), 4)]);
+
+    reg.register_broker(
+        &master_a,
+        &body_with_counter(&[("T", 4), ("U", 4)], 1),
+        now,
+        None,
+    );
+    assert_eq!(perms(&reg, "U"), [("broker-a".to_owned(), 4)]);
+    reg.register_broker(
+        &master_a,
+        &body_with_counter(&[("T", 4), ("U", 4)], 2),
+        now,
+        None,
+    );
+    assert_eq!(perms(&reg, "U"), [("broker-a".to_owned(), 6)]);
+
+    assert_eq!(reg.wipe_write_perm("broker-b"), 1);
+    assert_eq!(reg.add_write_perm("broker-b"), 1);
+    assert_eq!(
+        perms(&reg, "T"),
+        [("broker-a".to_owned(), 6), ("broker-b".to_owned(), 6)]
+    );
+    assert_eq!(reg.add_write_perm("unknown"), 0);
+    assert_eq!(reg.wipe_write_perm("unknown"), 0);
+}
+
+#[test]
+fn topics_are_listed_per_cluster_and_deleted_per_cluster_or_everywhere() {
+    let reg = RouteRegistry::new();
+    let now = Instant::now();
+    reg.register_broker(
+        &header("broker-a", "10.0.0.1:10911", 0),
+        &body(&[("A", 4), ("SHARED", 4)]),
+        now,
+        None,
+    );
+    let other = RegisterBrokerRequestHeader {
+        cluster_name: "Other".into(),
+        ..header("broker-b", "10.0.0.3:10911", 0)
+    };
+    reg.register_broker(&other, &body(&[("B", 4), ("SHARED", 4)]), now, None);
+
+    assert_eq!(reg.cluster_topic_names(CLUSTER), ["A", "SHARED"]);
+    assert_eq!(reg.cluster_topic_names("Other"), ["B", "SHARED"]);
+    assert!(reg.cluster_topic_names("None").is_empty());
+
+    assert!(reg.delete_topic("SHARED", Some("Other")));
+    assert_eq!(perms(&reg, "SHARED"), [("broker-a".to_owned(), 6)]);
+    assert!(!reg.delete_topic("SHARED", Some("Other")));
+    assert!(!reg.delete_topic("SHARED", Some("None")));
+    assert!(reg.delete_topic("SHARED", Some(CLUSTER)));
+    assert_eq!(reg.route("SHARED"), None);
+    assert!(reg.delete_topic("B", None));
+    assert!(!reg.delete_topic("B", None));
+    assert_eq!(reg.topic_names(), ["A"]);
+    // The brokers and clusters stay.
+    assert_eq!(reg.cluster_info().cluster_addr_table.len(), 2);
 }
 
 #[test]

@@ -21,6 +21,7 @@ mod config_text;
 mod heartbeat;
 pub mod lenient;
 mod lock;
+mod namesrv;
 mod route;
 mod subscription;
 
@@ -35,6 +36,7 @@ pub use heartbeat::{
     CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
 };
 pub use lock::{LockBatchRequestBody, LockBatchResponseBody, MessageQueueBody};
+pub use namesrv::TopicList;
 pub use route::{
     BrokerData, ClusterInfo, DataVersion, KvTable, QueueData, RegisterBrokerBody, TopicConfig,
     TopicConfigSerializeWrapper, TopicRouteData,

@@ -38,8 +38,12 @@ pub use client::{
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
 };
 pub use namesrv::{
-    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
-    UnregisterBrokerRequestHeader,
+    AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader,
+    DeleteKvConfigRequestHeader, DeleteTopicFromNamesrvRequestHeader, GetKvConfigRequestHeader,
+    GetKvConfigResponseHeader, GetKvListByNamespaceRequestHeader, GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader, PutKvConfigRequestHeader, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader, WipeWritePermOfBrokerResponseHeader,
 };
 pub use offset::{
     BoundaryType, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,

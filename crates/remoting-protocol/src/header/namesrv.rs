@@ -59,3 +59,102 @@ ext_header! {
         accept_standard_json_only: Option<bool> = "acceptStandardJsonOnly",
     }
 }
+
+ext_header! {
+    /// `PUT_KV_CONFIG` (100) request header.
+    pub struct PutKvConfigRequestHeader {
+        /// Namespace of the item.
+        namespace: String = "namespace",
+        /// Key within the namespace.
+        key: String = "key",
+        /// Value to store.
+        value: String = "value",
+    }
+}
+
+ext_header! {
+    /// `GET_KV_CONFIG` (101) request header.
+    pub struct GetKvConfigRequestHeader {
+        /// Namespace of the item.
+        namespace: String = "namespace",
+        /// Key within the namespace.
+        key: String = "key",
+    }
+}
+
+ext_header! {
+    /// `GET_KV_CONFIG` response header.
+    pub struct GetKvConfigResponseHeader {
+        /// The stored value; absent when the item does not exist.
+        value: Option<String> = "value",
+    }
+}
+
+ext_header! {
+    /// `DELETE_KV_CONFIG` (102) request header.
+    pub struct DeleteKvConfigRequestHeader {
+        /// Namespace of the item.
+        namespace: String = "namespace",
+        /// Key within the namespace.
+        key: String = "key",
+    }
+}
+
+ext_header! {
+    /// `GET_KVLIST_BY_NAMESPACE` (219) request header.
+    pub struct GetKvListByNamespaceRequestHeader {
+        /// Namespace whose items are asked for.
+        namespace: String = "namespace",
+    }
+}
+
+ext_header! {
+    /// `WIPE_WRITE_PERM_OF_BROKER` (205) request header.
+    pub struct WipeWritePermOfBrokerRequestHeader {
+        /// Broker name whose queues lose write permission.
+        broker_name: String = "brokerName",
+    }
+}
+
+ext_header! {
+    /// `WIPE_WRITE_PERM_OF_BROKER` response header.
+    pub struct WipeWritePermOfBrokerResponseHeader {
+        /// How many topics had queue data of the broker.
+        wipe_topic_count: i32 = "wipeTopicCount",
+    }
+}
+
+ext_header! {
+    /// `ADD_WRITE_PERM_OF_BROKER` (327) request header.
+    pub struct AddWritePermOfBrokerRequestHeader {
+        /// Broker name whose queues get read and write permission.
+        broker_name: String = "brokerName",
+    }
+}
+
+ext_header! {
+    /// `ADD_WRITE_PERM_OF_BROKER` response header.
+    pub struct AddWritePermOfBrokerResponseHeader {
+        /// How many topics had queue data of the broker.
+        add_topic_count: i32 = "addTopicCount",
+    }
+}
+
+ext_header! {
+    /// `DELETE_TOPIC_IN_NAMESRV` (216) request header.
+    pub struct DeleteTopicFromNamesrvRequestHeader {
+        /// Topic to forget.
+        topic: String = "topic",
+        /// When present and not empty, only this cluster's brokers lose
+        /// the topic.
+        cluster_name: Option<String> = "clusterName",
+    }
+}
+
+ext_header! {
+    /// `GET_TOPICS_BY_CLUSTER` (224) request header.
+    pub struct GetTopicsByClusterRequestHeader {
+        /// Cluster name.
+        cluster: String = "cluster",
+    }
+}
