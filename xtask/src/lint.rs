@@ -34,7 +34,13 @@ const RUNTIME_FREE_CRATES: &[&str] = &[
 ];
 /// The crates applications build on; a crate listed here that does not exist
 /// (yet) is skipped.
-const CLIENT_CRATES: &[&str] = &["producer-client", "consumer-client", "bench", "client-core"];
+const CLIENT_CRATES: &[&str] = &[
+    "producer-client",
+    "consumer-client",
+    "bench",
+    "client-core",
+    "admin",
+];
 /// The broker's side, which no client crate may pull in.
 const BROKER_SIDE_CRATES: &[&str] = &["store", "flow-control", "broker-server"];
 /// Crates whose top-level modules may not import each other in a loop.

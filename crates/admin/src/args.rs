@@ -1,0 +1,326 @@
+//! Command-line flags of `sluice-admin`: the global flags (name servers,
+//! timeout, output format) and one subcommand per admin task, named in
+//! RocketMQ's vocabulary.
+
+use clap::{Args, Parser, Subcommand};
+
+/// The default name server address.
+pub const DEFAULT_NAMESRV: &str = "127.0.0.1:9876";
+
+/// Admin tool for Sluice and Apache RocketMQ clusters, speaking the
+/// remoting protocol: brokers are found through the name server
+/// (`--namesrv`), or one broker is named with `--broker` where a command
+/// targets one.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "sluice-admin", version)]
+pub struct Cli {
+    /// Name server address(es), `host:port`, several separated by `;` or `,`.
+    #[arg(long, global = true, default_value = DEFAULT_NAMESRV)]
+    pub namesrv: String,
+    /// Timeout of each request in milliseconds.
+    #[arg(long, global = true, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Brokers of every cluster known to the name server, with each
+    /// broker's version, put TPS and today's message counts.
+    Cluster,
+    /// Topics: list, create, status (queue offsets) and route.
+    #[command(subcommand)]
+    Topic(TopicCommand),
+    /// Consumer groups: list, lag, create and delete.
+    #[command(subcommand)]
+    Group(GroupCommand),
+    /// Clients connected for a consumer group or a producer group.
+    Connections(ConnectionsArgs),
+    /// One broker's configuration.
+    #[command(subcommand)]
+    Broker(BrokerCommand),
+}
+
+/// `topic` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum TopicCommand {
+    /// Every topic of every master broker (or of `--broker`), merged.
+    List(BrokerTarget),
+    /// Create or update a topic on one broker or on every master broker.
+    Create(TopicCreateArgs),
+    /// Min and max offset and last store time of each queue of a topic.
+    Status(TopicArgs),
+    /// The topic's route from the name server: brokers and queue counts.
+    Route(TopicRouteArgs),
+}
+
+/// `group` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum GroupCommand {
+    /// Subscription groups of every master broker (or of `--broker`), merged.
+    List(BrokerTarget),
+    /// Per queue: the broker's offset, the group's committed offset and the
+    /// difference (lag), with totals.
+    Lag(GroupLagArgs),
+    /// Create or update a subscription group with default settings.
+    Create(GroupArgs),
+    /// Delete a subscription group.
+    Delete(GroupDeleteArgs),
+}
+
+/// `broker` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum BrokerCommand {
+    /// Read or change a broker's configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `broker config` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the broker's configuration, or one key of it.
+    Get(ConfigGetArgs),
+    /// Change one key of the broker's configuration at run time.
+    Set(ConfigSetArgs),
+}
+
+/// An optional single broker; without it, every master broker of the
+/// clusters the name server knows.
+#[derive(Debug, Clone, Default, Args)]
+pub struct BrokerTarget {
+    /// One broker's address (`host:port`) instead of every master broker.
+    #[arg(long)]
+    pub broker: Option<String>,
+}
+
+/// Flags of `topic create`.
+#[derive(Debug, Clone, Args)]
+pub struct TopicCreateArgs {
+    /// The topic.
+    #[arg(long)]
+    pub topic: String,
+    /// Read and write queues on each broker (1..=1024).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(i32).range(1..=1024))]
+    pub queues: i32,
+    /// Where to create it.
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// Flags of `topic status`.
+#[derive(Debug, Clone, Args)]
+pub struct TopicArgs {
+    /// The topic.
+    #[arg(long)]
+    pub topic: String,
+    /// Where to ask; without it, the brokers of the topic's route (every
+    /// master broker when it has none).
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// Flags of `topic route`.
+#[derive(Debug, Clone, Args)]
+pub struct TopicRouteArgs {
+    /// The topic.
+    #[arg(long)]
+    pub topic: String,
+}
+
+/// Flags of `group lag`.
+#[derive(Debug, Clone, Args)]
+pub struct GroupLagArgs {
+    /// The consumer group.
+    #[arg(long)]
+    pub group: String,
+    /// Only this topic's queues.
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// Where to ask; without it, the brokers of the routes of `%RETRY%group`
+    /// and of the topic (every master broker when neither has one).
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// Flags of `group create`.
+#[derive(Debug, Clone, Args)]
+pub struct GroupArgs {
+    /// The consumer group.
+    #[arg(long)]
+    pub group: String,
+    /// Where; without it, every master broker.
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// Flags of `group delete`.
+#[derive(Debug, Clone, Args)]
+pub struct GroupDeleteArgs {
+    /// The consumer group.
+    #[arg(long)]
+    pub group: String,
+    /// Also delete the group's committed offsets.
+    #[arg(long)]
+    pub clean_offset: bool,
+    /// Where; without it, every master broker.
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// Flags of `connections`: exactly one of `--group` and `--producer-group`.
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("kind").required(true).args(["group", "producer_group"])))]
+pub struct ConnectionsArgs {
+    /// A consumer group.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// A producer group.
+    #[arg(long)]
+    pub producer_group: Option<String>,
+    /// Where to ask; without it, the brokers of the `%RETRY%group` route for
+    /// a consumer group, else every master broker.
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// Flags of `broker config get`.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigGetArgs {
+    /// Only this key.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// The broker's address (`host:port`).
+    #[arg(long)]
+    pub broker: String,
+}
+
+/// Flags of `broker config set`.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigSetArgs {
+    /// The key.
+    #[arg(long)]
+    pub key: String,
+    /// Its new value.
+    #[arg(long)]
+    pub value: String,
+    /// The broker's address (`host:port`).
+    #[arg(long)]
+    pub broker: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("sluice-admin").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_have_defaults_and_go_anywhere() {
+        let cli = parse(&["cluster"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cli.namesrv, DEFAULT_NAMESRV);
+        assert_eq!(cli.timeout_ms, 3000);
+        assert!(!cli.json);
+        let cli = parse(&[
+            "topic",
+            "list",
+            "--json",
+            "--namesrv",
+            "h:1",
+            "--timeout-ms",
+            "50",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (cli.namesrv.as_str(), cli.timeout_ms, cli.json),
+            ("h:1", 50, true)
+        );
+        assert!(matches!(
+            cli.command,
+            Command::Topic(TopicCommand::List(BrokerTarget { broker: None }))
+        ));
+        assert!(parse(&["cluster", "--timeout-ms", "0"]).is_err());
+    }
+
+    #[test]
+    fn topic_create_takes_queues_and_an_optional_broker() {
+        let cli = parse(&[
+            "topic", "create", "--topic", "T", "--queues", "4", "--broker", "b:1",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Topic(TopicCommand::Create(c)) = cli.command else {
+            panic!("not topic create: {cli:?}");
+        };
+        assert_eq!((c.topic.as_str(), c.queues), ("T", 4));
+        assert_eq!(c.target.broker.as_deref(), Some("b:1"));
+        let defaults =
+            parse(&["topic", "create", "--topic", "T"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            defaults.command,
+            Command::Topic(TopicCommand::Create(TopicCreateArgs { queues: 8, .. }))
+        ));
+        assert!(parse(&["topic", "create", "--topic", "T", "--queues", "0"]).is_err());
+        assert!(parse(&["topic", "create"]).is_err(), "--topic is required");
+    }
+
+    #[test]
+    fn group_lag_and_connections_parse() {
+        let cli = parse(&["group", "lag", "--group", "G", "--topic", "T"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Group(GroupCommand::Lag(l)) = cli.command else {
+            panic!("not group lag: {cli:?}");
+        };
+        assert_eq!((l.group.as_str(), l.topic.as_deref()), ("G", Some("T")));
+        let cli =
+            parse(&["connections", "--producer-group", "P"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::Connections(ConnectionsArgs { group: None, producer_group: Some(ref p), .. }) if p == "P"
+        ));
+        assert!(
+            parse(&["connections"]).is_err(),
+            "one kind of group is required"
+        );
+        assert!(parse(&["connections", "--group", "G", "--producer-group", "P"]).is_err());
+    }
+
+    #[test]
+    fn broker_config_needs_a_broker() {
+        let cli = parse(&[
+            "broker", "config", "set", "--key", "k", "--value", "v", "--broker", "b:1",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Broker(BrokerCommand::Config(ConfigCommand::Set(s))) = cli.command else {
+            panic!("not broker config set: {cli:?}");
+        };
+        assert_eq!(
+            (s.key.as_str(), s.value.as_str(), s.broker.as_str()),
+            ("k", "v", "b:1")
+        );
+        assert!(parse(&["broker", "config", "get"]).is_err());
+        let get = parse(&["broker", "config", "get", "--broker", "b:1"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            get.command,
+            Command::Broker(BrokerCommand::Config(ConfigCommand::Get(ConfigGetArgs {
+                key: None,
+                ..
+            })))
+        ));
+    }
+}

@@ -1,0 +1,104 @@
+//! `sluice-admin`: the admin tool for Sluice and Apache RocketMQ clusters,
+//! speaking the remoting protocol to name servers and brokers.
+//!
+//! - [`args`]: the command line (`cluster`, `topic`, `group`,
+//!   `connections`, `broker config`).
+//! - [`call`]: requests with a timeout, answers checked and read, and the
+//!   lookups commands start from (cluster info, routes, master brokers).
+//! - [`commands`]: what each command asks and the report it returns.
+//! - [`render`]: aligned text tables and JSON.
+//! - [`error`]: failures naming the server, the request, the code and the
+//!   remark.
+//!
+//! [`run`] runs one parsed command line and returns what to print.
+#![deny(clippy::unwrap_used)]
+
+pub mod args;
+pub mod call;
+pub mod commands;
+pub mod error;
+pub mod render;
+
+use std::time::Duration;
+
+pub use args::Cli;
+pub use call::Admin;
+pub use error::{AdminError, Peer};
+
+use args::{BrokerCommand, Command, ConfigCommand, GroupCommand, TopicCommand};
+use render::render;
+
+/// Runs `cli`'s command and returns its output: text tables, or JSON with
+/// `--json`.
+///
+/// # Errors
+/// The command's failure, naming the server, request, code and remark.
+pub async fn run(cli: &Cli) -> Result<String, AdminError> {
+    let admin = Admin::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms));
+    let out = dispatch(&admin, cli).await;
+    admin.close().await;
+    out
+}
+
+async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
+    let json = cli.json;
+    Ok(match &cli.command {
+        Command::Cluster => render(&commands::cluster(admin).await?, json),
+        Command::Topic(TopicCommand::List(t)) => render(
+            &commands::topic_list(admin, t.broker.as_deref()).await?,
+            json,
+        ),
+        Command::Topic(TopicCommand::Create(c)) => render(
+            &commands::topic_create(admin, &c.topic, c.queues, c.target.broker.as_deref()).await?,
+            json,
+        ),
+        Command::Topic(TopicCommand::Status(s)) => render(
+            &commands::topic_status(admin, &s.topic, s.target.broker.as_deref()).await?,
+            json,
+        ),
+        Command::Topic(TopicCommand::Route(r)) => {
+            render(&commands::topic_route(admin, &r.topic).await?, json)
+        }
+        Command::Group(GroupCommand::List(t)) => render(
+            &commands::group_list(admin, t.broker.as_deref()).await?,
+            json,
+        ),
+        Command::Group(GroupCommand::Lag(l)) => render(
+            &commands::group_lag(
+                admin,
+                &l.group,
+                l.topic.as_deref(),
+                l.target.broker.as_deref(),
+            )
+            .await?,
+            json,
+        ),
+        Command::Group(GroupCommand::Create(g)) => render(
+            &commands::group_create(admin, &g.group, g.target.broker.as_deref()).await?,
+            json,
+        ),
+        Command::Group(GroupCommand::Delete(g)) => render(
+            &commands::group_delete(admin, &g.group, g.clean_offset, g.target.broker.as_deref())
+                .await?,
+            json,
+        ),
+        Command::Connections(c) => {
+            let broker = c.target.broker.as_deref();
+            let report = match (&c.group, &c.producer_group) {
+                (Some(group), _) => commands::consumer_connections(admin, group, broker).await?,
+                (None, Some(group)) => commands::producer_connections(admin, group, broker).await?,
+                // clap requires one of the two.
+                (None, None) => commands::ConnectionsReport::default(),
+            };
+            render(&report, json)
+        }
+        Command::Broker(BrokerCommand::Config(ConfigCommand::Get(g))) => render(
+            &commands::config_get(admin, &g.broker, g.key.as_deref()).await?,
+            json,
+        ),
+        Command::Broker(BrokerCommand::Config(ConfigCommand::Set(s))) => render(
+            &commands::config_set(admin, &s.broker, &s.key, &s.value).await?,
+            json,
+        ),
+    })
+}
