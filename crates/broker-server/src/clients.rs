@@ -264,6 +264,25 @@ impl ClientRegistry {
         members
     }
 
+    /// Every producer group with its clients: client id, channel and when
+    /// its last heartbeat arrived; groups and clients sorted.
+    pub fn producers(&self) -> BTreeMap<String, Vec<(String, ClientChannel, Instant)>> {
+        let mut groups: BTreeMap<String, Vec<(String, ClientChannel, Instant)>> = BTreeMap::new();
+        for c in &self.clients {
+            for group in &c.producer_groups {
+                groups.entry(group.clone()).or_default().push((
+                    c.client_id.clone(),
+                    c.channel.clone(),
+                    c.last_seen,
+                ));
+            }
+        }
+        for members in groups.values_mut() {
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        groups
+    }
+
     /// The consumer groups with an online member subscribed to `topic`.
     pub fn groups_consuming(&self, topic: &str) -> BTreeSet<String> {
         self.clients

@@ -83,6 +83,19 @@ impl OffsetManager {
             .collect()
     }
 
+    /// Forgets every group's offsets on a topic; returns how many groups
+    /// had some.
+    pub fn remove_topic(&self, topic: &str) -> usize {
+        let before = self.table.len();
+        self.table
+            .retain(|k, _| k.split_once('@').is_none_or(|(t, _)| t != topic));
+        let removed = before - self.table.len();
+        if removed > 0 {
+            self.dirty.store(true, Ordering::Release);
+        }
+        removed
+    }
+
     /// The table as `consumerOffset.json` holds it.
     pub fn encode(&self) -> String {
         self.to_json()

@@ -51,6 +51,26 @@ pub fn validate_topic_name(topic: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// RocketMQ's system topics (`TopicValidator.isSystemTopic`): the
+/// auto-create template, the delay-level and transaction topics, the trace,
+/// benchmark, self-test, offset-moved and checkpoint topics, and every
+/// topic named `rmq_sys_…`. An operator's request may not delete them.
+pub fn is_rocketmq_system_topic(topic: &str) -> bool {
+    const SYSTEM_TOPICS: &[&str] = &[
+        AUTO_CREATE_TOPIC,
+        SCHEDULE_TOPIC,
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "CHECKPOINT_TOPIC",
+    ];
+    SYSTEM_TOPICS.contains(&topic) || topic.starts_with("rmq_sys_")
+}
+
 /// Topics the broker makes itself, never refused by the topic limit.
 fn is_system_topic(topic: &str) -> bool {
     topic == AUTO_CREATE_TOPIC || topic == SCHEDULE_TOPIC || topic == TIMER_TOPIC
@@ -156,6 +176,23 @@ impl TopicManager {
             tracing::info!(topic = %config.topic_name, read = config.read_queue_nums, write = config.write_queue_nums, perm = config.perm, "topic created or updated");
             self.topics.insert(config.topic_name.clone(), config);
         }
+        self.bump_and_persist()?;
+        Ok(true)
+    }
+
+    /// Deletes a topic and persists the table (its data version changes,
+    /// so the next registration drops it). Returns whether it existed.
+    ///
+    /// # Errors
+    /// The table cannot be written; the topic is deleted all the same.
+    pub fn delete(&self, topic: &str) -> std::io::Result<bool> {
+        {
+            let _admit = self.admit.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.topics.remove(topic).is_none() {
+                return Ok(false);
+            }
+        }
+        tracing::info!(%topic, "topic deleted");
         self.bump_and_persist()?;
         Ok(true)
     }
@@ -344,6 +381,41 @@ mod tests {
         let reloaded = TopicManager::load(dir.path(), true, 8).unwrap();
         assert_eq!(reloaded.get("New").unwrap().write_queue_nums, 4);
         assert!(reloaded.wrapper().data_version.counter >= 2);
+    }
+
+    #[test]
+    fn a_deleted_topic_leaves_the_file_and_the_version_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicManager::load(dir.path(), true, 8).unwrap();
+        topics
+            .get_or_create_for_send("Gone", AUTO_CREATE_TOPIC, 4, true)
+            .unwrap();
+        let before = topics.wrapper().data_version;
+        assert!(topics.delete("Gone").unwrap());
+        assert!(!topics.delete("Gone").unwrap(), "already gone");
+        let after = topics.wrapper().data_version;
+        assert!(after.counter > before.counter);
+        assert!(topics.get("Gone").is_none());
+        let reloaded = TopicManager::load(dir.path(), true, 8).unwrap();
+        assert!(reloaded.get("Gone").is_none());
+        assert_eq!(reloaded.wrapper().data_version.counter, after.counter);
+    }
+
+    #[test]
+    fn system_topics_are_rocketmqs() {
+        for topic in [
+            "TBW102",
+            "SCHEDULE_TOPIC_XXXX",
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+            "rmq_sys_wheel_timer",
+            "rmq_sys_anything",
+            "OFFSET_MOVED_EVENT",
+        ] {
+            assert!(is_rocketmq_system_topic(topic), "{topic}");
+        }
+        for topic in ["T", "%RETRY%G", "%DLQ%G", "RMQ_SYS_OTHER", "tbw102"] {
+            assert!(!is_rocketmq_system_topic(topic), "{topic}");
+        }
     }
 
     #[test]

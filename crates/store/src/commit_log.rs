@@ -216,6 +216,16 @@ impl CommitLog {
         }
     }
 
+    /// Forgets the next queue offsets of a topic's queues, so that its next
+    /// message takes queue offset 0, and returns the offset after the last
+    /// appended byte, read under the put lock: every record of the topic
+    /// appended before starts below it, every later one at or above it.
+    pub fn forget_topic(&self, topic: &str) -> u64 {
+        let mut held = self.lock();
+        held.guard.queue_offsets.remove(topic);
+        self.files.max_wrote_offset()
+    }
+
     /// The files.
     pub fn files(&self) -> &FileQueue {
         &self.files

@@ -303,6 +303,24 @@ impl ConsumeQueue {
         Ok(deleted)
     }
 
+    /// Deletes the queue's files from disk, leaving it empty: readers that
+    /// still hold it find no entry, and what they already read stays
+    /// mapped until dropped. A file already gone counts as deleted.
+    ///
+    /// # Errors
+    /// A file name cannot be removed.
+    pub fn destroy_files(&self) -> io::Result<()> {
+        self.max_offset.store(0, Ordering::Release);
+        for file in self.files.take_all() {
+            match file.unlink() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Makes written entries durable.
     ///
     /// # Errors

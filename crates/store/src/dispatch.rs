@@ -3,6 +3,7 @@
 //! listener which queues grew.
 
 use std::{
+    collections::HashMap,
     sync::{atomic::Ordering, Arc, PoisonError, RwLock},
     time::Duration,
 };
@@ -53,6 +54,16 @@ impl Inner {
     /// Indexes every readable record after `reput_from`. Returns whether
     /// anything was indexed.
     pub(crate) fn dispatch_available(&self) -> bool {
+        let _pass = self
+            .dispatch_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Fences change only under the dispatch lock: fixed for this pass.
+        let fences = self
+            .fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let files = self.commit_log.files();
         let mut from = self.reput_from.load(Ordering::Acquire);
         let start = from;
@@ -64,7 +75,7 @@ impl Inner {
             while pos < data.len() {
                 match record::check(&data[pos..], false) {
                     Record::Message(m) => {
-                        self.dispatch(&m, &mut queues);
+                        self.dispatch(&m, &mut queues, &fences);
                         pos += m.total_size;
                     }
                     Record::Blank => pos = file.size(),
@@ -98,7 +109,20 @@ impl Inner {
         from > start
     }
 
-    fn dispatch(&self, m: &StoredMessage<'_>, queues: &mut QueueCache) {
+    fn dispatch(
+        &self,
+        m: &StoredMessage<'_>,
+        queues: &mut QueueCache,
+        fences: &HashMap<String, u64>,
+    ) {
+        if !fences.is_empty()
+            && fences
+                .get(m.topic)
+                .is_some_and(|&f| u64::try_from(m.physical_offset).map_or(true, |o| o < f))
+        {
+            // A record of a deleted topic's former incarnation.
+            return;
+        }
         if matches!(
             transaction_type(m.sys_flag),
             TRANSACTION_PREPARED_TYPE | TRANSACTION_ROLLBACK_TYPE

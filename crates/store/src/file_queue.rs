@@ -207,6 +207,12 @@ impl FileQueue {
         self.read_files().clone()
     }
 
+    /// Takes every file out of the queue, oldest first; the queue is empty
+    /// afterwards. The files stay mapped while anyone holds them.
+    pub fn take_all(&self) -> Vec<Arc<MappedFile>> {
+        std::mem::take(&mut *self.files.write().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// The file holding `offset`.
     pub fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
         let files = self.read_files();

@@ -46,6 +46,7 @@ mod services;
 mod state;
 mod store;
 mod sync_log;
+mod topic_delete;
 
 pub use commit_log::AppendResult;
 pub use config::{ConfigError, FlushDiskType, StoreConfig, DEFAULT_MESSAGE_DELAY_LEVEL};

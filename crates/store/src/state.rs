@@ -8,7 +8,7 @@ use std::{
     io,
     sync::{
         atomic::{AtomicBool, AtomicI64, AtomicU64},
-        Arc, PoisonError, RwLock,
+        Arc, Mutex, PoisonError, RwLock,
     },
 };
 
@@ -54,6 +54,13 @@ pub(crate) struct Inner {
     pub(crate) shutting_down: AtomicBool,
     pub(crate) flush_time: metrics::Histogram,
     pub(crate) arrival: ArrivalSlot,
+    /// Held by each dispatch pass and by a topic deletion, so that a
+    /// deletion happens between passes.
+    pub(crate) dispatch_lock: Mutex<()>,
+    /// Deleted topics: records of the topic below the offset are of the
+    /// deleted incarnation and are not indexed. Changed only under
+    /// `dispatch_lock`.
+    pub(crate) fences: Mutex<HashMap<String, u64>>,
 }
 
 impl Inner {
@@ -114,6 +121,8 @@ impl Inner {
             shutting_down: AtomicBool::new(false),
             flush_time: metrics::histogram!("sluice_store_flush_seconds"),
             arrival: ArrivalSlot::default(),
+            dispatch_lock: Mutex::new(()),
+            fences: Mutex::new(HashMap::new()),
             config,
         }
     }

@@ -508,6 +508,37 @@ impl PopService {
         out
     }
 
+    /// Forgets every group's POP state on a topic (next offsets and
+    /// messages in flight); returns the groups that had some.
+    pub fn remove_topic(&self, topic: &str) -> Vec<String> {
+        let mut groups = Vec::new();
+        self.states.retain(|(group, t), _| {
+            if t == topic {
+                groups.push(group.clone());
+                false
+            } else {
+                true
+            }
+        });
+        if !groups.is_empty() {
+            self.dirty.store(true, Ordering::Release);
+        }
+        groups.sort();
+        groups
+    }
+
+    /// The groups with POP state on a topic.
+    pub fn groups_of(&self, topic: &str) -> Vec<String> {
+        let mut groups: Vec<String> = self
+            .states
+            .iter()
+            .filter(|e| e.key().1 == topic)
+            .map(|e| e.key().0.clone())
+            .collect();
+        groups.sort();
+        groups
+    }
+
     /// Number of messages of the group on the topic delivered and not
     /// acknowledged.
     pub fn inflight(&self, group: &str, topic: &str) -> usize {

@@ -185,6 +185,8 @@ pub static TABLE: &[Route] = {
             C::GET_ALL_CONSUMER_OFFSET,
             topic_admin::all_consumer_offsets,
         ),
+        admin(C::DELETE_TOPIC_IN_BROKER, topic_admin::delete_topic),
+        admin(C::GET_ALL_PRODUCER_INFO, topic_admin::all_producer_info),
     ]
 };
 

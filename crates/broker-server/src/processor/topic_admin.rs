@@ -2,8 +2,9 @@
 //! `GET_ALL_TOPIC_CONFIG`, `GET_TOPIC_CONFIG`, `GET_TOPIC_STATS_INFO`,
 //! `GET_CONSUME_STATS`, `QUERY_TOPIC_CONSUME_BY_WHO`,
 //! `GET_CONSUMER_CONNECTION_LIST`, `GET_PRODUCER_CONNECTION_LIST`,
-//! `GET_ALL_CONSUMER_OFFSET` and `GET_EARLIEST_MSG_STORETIME`, answered with
-//! RocketMQ's bodies, codes and remarks.
+//! `GET_ALL_CONSUMER_OFFSET`, `GET_EARLIEST_MSG_STORETIME` and
+//! `GET_ALL_PRODUCER_INFO`, answered with RocketMQ's bodies, codes and
+//! remarks; and `DELETE_TOPIC_IN_BROKER`.
 //!
 //! The broker keeps no per-topic or per-group rate figures, so `topicPutTps`
 //! and `consumeTps` are always 0.0; nor does it track how far each group has
@@ -14,18 +15,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use remoting_protocol::{
     body::{
         self, ClientConnection, ConsumeStats, ConsumerConnection, DataVersion, GroupList,
-        MessageQueueBody, OffsetWrapper, ProducerConnection, TopicOffset, TopicStatsTable,
+        MessageQueueBody, OffsetWrapper, ProducerConnection, ProducerInfo, ProducerTableInfo,
+        TopicOffset, TopicStatsTable,
     },
     header::{
-        GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-        GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
-        GetProducerConnectionListRequestHeader, GetTopicConfigRequestHeader,
-        GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+        DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+        GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
+        GetEarliestMsgStoretimeResponseHeader, GetProducerConnectionListRequestHeader,
+        GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader,
+        QueryTopicConsumeByWhoRequestHeader,
     },
     RemotingCommand, ResponseCode,
 };
 
-use crate::{clients::ClientChannel, processor::bad_header, state::BrokerState};
+use crate::{
+    clients::ClientChannel, processor::bad_header, state::BrokerState,
+    topics::is_rocketmq_system_topic,
+};
 
 /// The whole topic table with its version; paging fields of newer admin
 /// tools are ignored (and no `totalTopicNum` is answered, which makes them
@@ -262,6 +268,110 @@ pub(crate) fn earliest_store_time(state: &BrokerState, req: &RemotingCommand) ->
         .with_header(&GetEarliestMsgStoretimeResponseHeader { timestamp })
 }
 
+/// Deletes a topic from this broker: its configuration (the next
+/// registration leaves it out), every group's offsets and POP state on it,
+/// and its consume queues; the CommitLog keeps its records until retention
+/// deletes them. The POP retry topics of the groups that consumed it
+/// (`%RETRY%<group>+<topic>` and `%RETRY%<group>_<topic>`) go with it, as
+/// under RocketMQ's default `clearRetryTopicWhenDeleteTopic`. System topics
+/// are refused, as under its default `validateSystemTopicWhenUpdateTopic`.
+pub(crate) fn delete_topic(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: DeleteTopicRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    let topic = h.topic;
+    tracing::info!(%topic, "delete topic requested");
+    if topic.trim().is_empty() {
+        return req.response_to(
+            ResponseCode::INVALID_PARAMETER,
+            Some("The specified topic is blank.".into()),
+        );
+    }
+    if is_rocketmq_system_topic(&topic) {
+        return req.response_to(
+            ResponseCode::INVALID_PARAMETER,
+            Some(format!("The topic[{topic}] is conflict with system topic.")),
+        );
+    }
+    let mut groups = state.offsets.groups_of(&topic);
+    groups.extend(state.pop.groups_of(&topic));
+    let mut to_clean = vec![topic.clone()];
+    for group in &groups {
+        for retry in [
+            format!("%RETRY%{group}+{topic}"),
+            format!("%RETRY%{group}_{topic}"),
+        ] {
+            if state.topics.get(&retry).is_some() && !to_clean.contains(&retry) {
+                to_clean.push(retry);
+            }
+        }
+    }
+    for topic in &to_clean {
+        if let Err(e) = delete_in_broker(state, topic) {
+            return req.response_to(ResponseCode::SYSTEM_ERROR, Some(e));
+        }
+    }
+    state.topics_changed.notify_one();
+    req.response_to(ResponseCode::SUCCESS, None)
+}
+
+/// Removes one topic's configuration, offsets, POP state and queues.
+fn delete_in_broker(state: &BrokerState, topic: &str) -> Result<(), String> {
+    let existed = state.topics.delete(topic).map_err(|e| {
+        format!("topic[{topic}] deleted, but the topic table cannot be written: {e}")
+    })?;
+    let offsets = state.offsets.remove_topic(topic);
+    if offsets > 0 {
+        if let Err(e) = state.offsets.persist() {
+            tracing::warn!(%topic, cause = %e, "consumer offsets not persisted after topic deletion");
+        }
+    }
+    let pop_groups = state.pop.remove_topic(topic);
+    let queues = state
+        .store
+        .delete_topic(topic)
+        .map_err(|e| format!("topic[{topic}]: its consume queues cannot be deleted: {e}"))?;
+    tracing::info!(
+        %topic,
+        existed,
+        offset_groups = offsets,
+        pop_groups = pop_groups.len(),
+        queues,
+        "topic deleted from the broker"
+    );
+    Ok(())
+}
+
+/// Every producer group's clients, from their heartbeats.
+pub(crate) fn all_producer_info(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let now = std::time::Instant::now();
+    let now_ms = message_model::now_ms();
+    let data = state
+        .clients
+        .producers()
+        .into_iter()
+        .map(|(group, members)| {
+            let infos = members
+                .into_iter()
+                .map(|(client_id, channel, last_seen)| ProducerInfo {
+                    client_id,
+                    // As Java writes the socket address.
+                    remote_ip: format!("/{}", channel.addr),
+                    language: language_name(channel.language),
+                    version: channel.version,
+                    last_update_timestamp: now_ms
+                        - i64::try_from(now.saturating_duration_since(last_seen).as_millis())
+                            .unwrap_or(i64::MAX),
+                })
+                .collect();
+            (group, infos)
+        })
+        .collect();
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(ProducerTableInfo { data }.encode())
+}
+
 /// Store time of the message at a queue offset, if it is still stored.
 fn store_time(state: &BrokerState, topic: &str, queue_id: i32, offset: i64) -> Option<i64> {
     let entry = state.store.queue_entry(topic, queue_id, offset)?;
@@ -285,11 +395,16 @@ fn connections(members: Vec<(String, ClientChannel)>) -> Vec<ClientConnection> {
         .map(|(client_id, channel)| ClientConnection {
             client_addr: channel.addr,
             client_id,
-            language: match channel.language {
-                remoting_protocol::LanguageCode::Unknown(_) => String::new(),
-                known => known.name().to_owned(),
-            },
+            language: language_name(channel.language),
             version: channel.version,
         })
         .collect()
+}
+
+/// A client's `LanguageCode` name; `""` when unknown.
+fn language_name(language: remoting_protocol::LanguageCode) -> String {
+    match language {
+        remoting_protocol::LanguageCode::Unknown(_) => String::new(),
+        known => known.name().to_owned(),
+    }
 }

@@ -260,10 +260,99 @@ pub struct ProducerConnection {
     pub connection_set: Vec<ClientConnection>,
 }
 
+/// One producer client in [`ProducerTableInfo`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProducerInfo {
+    /// The client's id.
+    #[serde(deserialize_with = "string")]
+    pub client_id: String,
+    /// The client's address as the broker sees it (RocketMQ writes the
+    /// socket address's text, `/ip:port`).
+    #[serde(rename = "remoteIP", deserialize_with = "string")]
+    pub remote_ip: String,
+    /// The client's `LanguageCode` name; `""` (left out) when unknown.
+    #[serde(
+        deserialize_with = "language",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub language: String,
+    /// The client's version (RocketMQ's `MQVersion` ordinal).
+    #[serde(deserialize_with = "int")]
+    pub version: i32,
+    /// When the client's last heartbeat arrived (ms since the epoch).
+    #[serde(deserialize_with = "int")]
+    pub last_update_timestamp: i64,
+}
+
+/// `GET_ALL_PRODUCER_INFO` (328) answer: every producer group's clients.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProducerTableInfo {
+    /// Producer group to its clients.
+    pub data: BTreeMap<String, Vec<ProducerInfo>>,
+}
+
+impl ProducerTableInfo {
+    /// The body as fastjson writes it.
+    pub fn encode(&self) -> Vec<u8> {
+        to_fastjson(self)
+    }
+
+    /// Reads a body.
+    ///
+    /// # Errors
+    /// The body is not a `ProducerTableInfo`.
+    pub fn decode(body: &[u8]) -> Result<Self, super::BodyError> {
+        from_json(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::LanguageCode;
+
+    #[test]
+    fn producer_table_info_is_written_as_fastjson_writes_it() {
+        let table = ProducerTableInfo {
+            data: BTreeMap::from([
+                (
+                    "PG_B".to_owned(),
+                    vec![ProducerInfo {
+                        client_id: "10.0.0.2@2".into(),
+                        remote_ip: "/10.0.0.2:50002".into(),
+                        language: String::new(),
+                        version: 0,
+                        last_update_timestamp: 5,
+                    }],
+                ),
+                (
+                    "PG_A".to_owned(),
+                    vec![ProducerInfo {
+                        client_id: "10.0.0.1@1".into(),
+                        remote_ip: "/10.0.0.1:50001".into(),
+                        language: "JAVA".into(),
+                        version: 475,
+                        last_update_timestamp: 1_700_000_000_123,
+                    }],
+                ),
+            ]),
+        };
+        let expected = concat!(
+            r#"{"data":{"PG_A":[{"clientId":"10.0.0.1@1","language":"JAVA","#,
+            r#""lastUpdateTimestamp":1700000000123,"remoteIP":"/10.0.0.1:50001","version":475}],"#,
+            r#""PG_B":[{"clientId":"10.0.0.2@2","lastUpdateTimestamp":5,"#,
+            r#""remoteIP":"/10.0.0.2:50002","version":0}]}}"#
+        );
+        assert_eq!(String::from_utf8(table.encode()).unwrap(), expected);
+        assert_eq!(
+            ProducerTableInfo::decode(expected.as_bytes()).unwrap(),
+            table
+        );
+        let empty = ProducerTableInfo::default();
+        assert_eq!(empty.encode(), br#"{"data":{}}"#);
+    }
 
     #[test]
     fn language_names_follow_the_codes() {

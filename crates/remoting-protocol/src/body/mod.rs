@@ -29,6 +29,7 @@ pub use admin::{
     ClientConnection, ConsumeStats, ConsumerConnection, GroupList, OffsetWrapper,
     ProducerConnection, TopicOffset, TopicStatsTable, LANGUAGE_NAMES,
 };
+pub use admin::{ProducerInfo, ProducerTableInfo};
 pub use batch::{decode_batch, encode_batch, BatchEntry};
 pub use config_text::{decode_config_text, encode_config_text};
 pub use heartbeat::{

@@ -63,6 +63,14 @@ ext_header! {
 }
 
 ext_header! {
+    /// `DELETE_TOPIC_IN_BROKER` (215) request header.
+    pub struct DeleteTopicRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+    }
+}
+
+ext_header! {
     /// `GET_TOPIC_STATS_INFO` (202) request header.
     pub struct GetTopicStatsInfoRequestHeader {
         /// Topic.

@@ -26,6 +26,7 @@ mod pull;
 mod send;
 mod transaction;
 
+pub use admin::DeleteTopicRequestHeader;
 pub use admin::{
     CreateTopicRequestHeader, GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
