@@ -45,6 +45,9 @@ pub enum Command {
     /// One broker's configuration.
     #[command(subcommand)]
     Broker(BrokerCommand),
+    /// Which flow-control mechanism refuses sends now or is close to it,
+    /// why, and which setting or action would change it.
+    WhyBusy(WhyBusyArgs),
 }
 
 /// `topic` subcommands.
@@ -190,6 +193,29 @@ pub struct ConnectionsArgs {
     pub target: BrokerTarget,
 }
 
+/// Flags of `why-busy`.
+#[derive(Debug, Clone, Args)]
+pub struct WhyBusyArgs {
+    /// Look again every SECS seconds (2 without a value), counting refusals
+    /// since the previous look.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2", value_parser = positive_seconds)]
+    pub watch: Option<f64>,
+    /// With `--watch`: how many looks in all.
+    #[arg(long, default_value_t = 60, requires = "watch", value_parser = clap::value_parser!(u32).range(1..))]
+    pub count: u32,
+    /// Where to look; without it, every master broker.
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// A number of seconds above zero, at most a day.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(s),
+        _ => Err(format!("{text} is not a number of seconds in (0, 86400]")),
+    }
+}
+
 /// Flags of `broker config get`.
 #[derive(Debug, Clone, Args)]
 pub struct ConfigGetArgs {
@@ -297,6 +323,32 @@ mod tests {
             "one kind of group is required"
         );
         assert!(parse(&["connections", "--group", "G", "--producer-group", "P"]).is_err());
+    }
+
+    #[test]
+    fn why_busy_watches_a_bounded_number_of_times() {
+        let cli = parse(&["why-busy", "--broker", "b:1"]).unwrap_or_else(|e| panic!("{e}"));
+        let Command::WhyBusy(w) = cli.command else {
+            panic!("not why-busy: {cli:?}");
+        };
+        assert_eq!((w.watch, w.count), (None, 60));
+        assert_eq!(w.target.broker.as_deref(), Some("b:1"));
+        let cli = parse(&["why-busy", "--watch", "--count", "3"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::WhyBusy(WhyBusyArgs { watch: Some(s), count: 3, .. }) if s == 2.0
+        ));
+        let cli = parse(&["why-busy", "--watch", "0.5"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::WhyBusy(WhyBusyArgs { watch: Some(s), .. }) if s == 0.5
+        ));
+        assert!(
+            parse(&["why-busy", "--count", "3"]).is_err(),
+            "--count needs --watch"
+        );
+        assert!(parse(&["why-busy", "--watch", "0"]).is_err());
+        assert!(parse(&["why-busy", "--watch", "1", "--count", "0"]).is_err());
     }
 
     #[test]

@@ -1,16 +1,20 @@
-//! `sluice-admin`: the admin tool for Sluice and Apache RocketMQ clusters,
+//! `sluice-admin`: the admin tool for Sluice clusters,
 //! speaking the remoting protocol to name servers and brokers.
 //!
 //! - [`args`]: the command line (`cluster`, `topic`, `group`,
-//!   `connections`, `broker config`).
+//!   `connections`, `broker config`, `why-busy`).
 //! - [`call`]: requests with a timeout, answers checked and read, and the
 //!   lookups commands start from (cluster info, routes, master brokers).
 //! - [`commands`]: what each command asks and the report it returns.
 //! - [`render`]: aligned text tables and JSON.
 //! - [`error`]: failures naming the server, the request, the code and the
 //!   remark.
+//! - [`why_busy`]: which flow-control mechanism refuses sends, why, and what
+//!   would change it.
 //!
-//! [`run`] runs one parsed command line and returns what to print.
+//! [`run`] runs one parsed command line and returns what to print;
+//! [`run_each`] hands over each part as soon as it is ready (each look of
+//! `why-busy --watch`).
 #![deny(clippy::unwrap_used)]
 
 pub mod args;
@@ -18,14 +22,15 @@ pub mod call;
 pub mod commands;
 pub mod error;
 pub mod render;
+pub mod why_busy;
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 pub use args::Cli;
 pub use call::Admin;
 pub use error::{AdminError, Peer};
 
-use args::{BrokerCommand, Command, ConfigCommand, GroupCommand, TopicCommand};
+use args::{BrokerCommand, Command, ConfigCommand, GroupCommand, TopicCommand, WhyBusyArgs};
 use render::render;
 
 /// Runs `cli`'s command and returns its output: text tables, or JSON with
@@ -34,10 +39,49 @@ use render::render;
 /// # Errors
 /// The command's failure, naming the server, request, code and remark.
 pub async fn run(cli: &Cli) -> Result<String, AdminError> {
+    let mut all = String::new();
+    run_each(cli, |part| all.push_str(&part)).await?;
+    Ok(all)
+}
+
+/// Runs `cli`'s command, handing each part of its output to `emit` as soon
+/// as it is ready: one part for most commands, one per look for
+/// `why-busy --watch`.
+///
+/// # Errors
+/// As [`run`]; parts already handed over stay handed over.
+pub async fn run_each(cli: &Cli, mut emit: impl FnMut(String)) -> Result<(), AdminError> {
     let admin = Admin::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms));
-    let out = dispatch(&admin, cli).await;
+    let out = match &cli.command {
+        Command::WhyBusy(w) => watch(&admin, w, cli.json, &mut emit).await,
+        _ => dispatch(&admin, cli).await.map(&mut emit),
+    };
     admin.close().await;
     out
+}
+
+/// `why-busy`: one look, or `count` looks `watch` seconds apart.
+async fn watch(
+    admin: &Admin,
+    args: &WhyBusyArgs,
+    json: bool,
+    emit: &mut impl FnMut(String),
+) -> Result<(), AdminError> {
+    let looks = if args.watch.is_some() { args.count } else { 1 };
+    let period = Duration::from_secs_f64(args.watch.unwrap_or(0.0));
+    let mut previous = BTreeMap::new();
+    for n in 1..=looks {
+        let started = tokio::time::Instant::now();
+        let (mut report, samples) =
+            why_busy::why_busy(admin, args.target.broker.as_deref(), &previous).await?;
+        report.refresh = args.watch.map(|_| n);
+        emit(render(&report, json));
+        previous = samples;
+        if n < looks {
+            tokio::time::sleep_until(started + period).await;
+        }
+    }
+    Ok(())
 }
 
 async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
@@ -100,5 +144,7 @@ async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
             &commands::config_set(admin, &s.broker, &s.key, &s.value).await?,
             json,
         ),
+        // Run by `run_each`, which may look more than once.
+        Command::WhyBusy(_) => String::new(),
     })
 }

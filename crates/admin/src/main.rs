@@ -2,7 +2,7 @@
 //! runtime and prints its output; a failure goes to stderr with a non-zero
 //! exit code.
 
-use std::process::ExitCode;
+use std::{io::Write as _, process::ExitCode};
 
 use admin::Cli;
 use clap::Parser;
@@ -19,11 +19,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(admin::run(&cli)) {
-        Ok(out) => {
-            print!("{out}");
-            ExitCode::SUCCESS
-        }
+    let print = |out: String| {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(out.as_bytes());
+        let _ = stdout.flush();
+    };
+    match runtime.block_on(admin::run_each(&cli, print)) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sluice-admin: {e}");
             ExitCode::FAILURE

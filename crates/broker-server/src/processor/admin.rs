@@ -201,6 +201,23 @@ pub(crate) fn apply_runtime(state: &BrokerState, cfg: &BrokerConfig) {
 
 /// Live figures as RocketMQ's runtime-info table, plus Sluice's counters.
 pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    /// A byte count as RocketMQ's `MixAll.humanReadableByteCount(bytes, false)`
+    /// writes it: `512 B`, `1.5 KiB`, `2.0 MiB`.
+    fn human_readable_bytes(bytes: u64) -> String {
+        const UNIT: u64 = 1024;
+        if bytes < UNIT {
+            return format!("{bytes} B");
+        }
+        let mut exp = 0usize;
+        let mut scaled = bytes as f64;
+        while scaled >= UNIT as f64 && exp < 6 {
+            scaled /= UNIT as f64;
+            exp += 1;
+        }
+        let prefix = ["K", "M", "G", "T", "P", "E"][exp - 1];
+        format!("{scaled:.1} {prefix}iB")
+    }
+
     let now = Instant::now();
     let mut table = BTreeMap::new();
     let mut put = |k: &str, v: String| {
@@ -224,9 +241,28 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
             remain.to_string()
         },
     );
+    let cfg = state.config();
+    put(
+        "transientStorePoolTotalBuffers",
+        if remain == usize::MAX {
+            0
+        } else {
+            cfg.store.transient_store_pool_size
+        }
+        .to_string(),
+    );
+    put(
+        "transientStorePoolDeficient",
+        state.store.is_transient_store_pool_deficient().to_string(),
+    );
+    put(
+        "osPageCacheBusy",
+        state.store.is_os_page_cache_busy().to_string(),
+    );
     for (family, prefix) in [
         (Family::Send, "send"),
         (Family::Pull, "pull"),
+        (Family::Heartbeat, "heartbeat"),
         (Family::Admin, "adminBroker"),
     ] {
         let q = state.queue(family);
@@ -239,7 +275,54 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
             &format!("{prefix}ThreadPoolQueueHeadWaitTimeMills"),
             q.head_wait(now).map_or(0, |d| d.as_millis()).to_string(),
         );
+        put(
+            &format!("{prefix}ThreadPoolQueueBytes"),
+            q.bytes().to_string(),
+        );
+        put(
+            &format!("{prefix}ThreadPoolQueueCapacityBytes"),
+            q.capacity_bytes().to_string(),
+        );
+        put(
+            &format!("{prefix}ThreadPoolQueueWorkers"),
+            q.workers().to_string(),
+        );
+        // -1 until a service time has been measured.
+        put(
+            &format!("{prefix}ThreadPoolQueueAvgServiceMicros"),
+            q.avg_service_time()
+                .map_or(-1, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+                .to_string(),
+        );
+        put(
+            &format!("{prefix}ThreadPoolQueuePredictedWaitMills"),
+            q.predicted_wait()
+                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .to_string(),
+        );
     }
+    let send = state.queue(Family::Send);
+    put(
+        "sendQueueEarlyAdmission",
+        state
+            .early_admission
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .to_string(),
+    );
+    put(
+        "sendQueueAdmissionTargetMills",
+        send.sojourn_control()
+            .map_or(0, |c| c.target.as_millis())
+            .to_string(),
+    );
+    put(
+        "sendQueueSheddingShares",
+        send.shares(now)
+            .iter()
+            .filter(|f| f.shedding)
+            .count()
+            .to_string(),
+    );
     let ends = state.queue(Family::Transaction);
     put("EndTransactionQueueSize", ends.len().to_string());
     put(
@@ -301,14 +384,12 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
         "dispatchBehindBytes",
         state.store.dispatch_behind_bytes().to_string(),
     );
-    put(
-        "remainHowManyDataToFlush",
-        state
-            .store
-            .max_physical_offset()
-            .saturating_sub(state.store.flushed_physical_offset())
-            .to_string(),
-    );
+    let unflushed = state
+        .store
+        .max_physical_offset()
+        .saturating_sub(state.store.flushed_physical_offset());
+    put("remainHowManyDataToFlush", human_readable_bytes(unflushed));
+    put("remainHowManyDataToFlushBytes", unflushed.to_string());
     let timers = state.timers.stats();
     put("timerPending", timers.pending.to_string());
     put("timerDelivered", timers.delivered.to_string());
