@@ -75,6 +75,10 @@ pub enum GroupCommand {
     Create(GroupArgs),
     /// Delete a subscription group.
     Delete(GroupDeleteArgs),
+    /// Reset a group's offsets on a topic to a time, or to the start or end
+    /// of each queue, on every master broker of the topic's route; the
+    /// group's consumers move there on their next pull.
+    ResetOffset(GroupResetArgs),
 }
 
 /// `broker` subcommands.
@@ -83,6 +87,24 @@ pub enum BrokerCommand {
     /// Read or change a broker's configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Take a broker out of the send routes for maintenance: every address
+    /// of the broker name becomes read only (`brokerPermission=4`) and every
+    /// name server drops its write permission (`WIPE_WRITE_PERM_OF_BROKER`).
+    /// Pulls go on.
+    Drain(DrainArgs),
+    /// Put a drained broker back: every name server gives it write
+    /// permission again (`ADD_WRITE_PERM_OF_BROKER`) and every address of
+    /// the broker name takes sends (`brokerPermission=6`).
+    Undrain(DrainArgs),
+}
+
+/// Flags of `broker drain` and `broker undrain`.
+#[derive(Debug, Clone, Args)]
+pub struct DrainArgs {
+    /// The broker name (`brokerName`), as `cluster` lists it; every address
+    /// the name server knows for it is changed.
+    #[arg(long)]
+    pub broker_name: String,
 }
 
 /// `broker config` subcommands.
@@ -175,6 +197,47 @@ pub struct GroupDeleteArgs {
     /// Where; without it, every master broker.
     #[command(flatten)]
     pub target: BrokerTarget,
+}
+
+/// Flags of `group reset-offset`: the group, the topic and exactly one of
+/// `--timestamp`, `--datetime`, `--to-earliest` and `--to-latest`.
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("to").required(true).args(["timestamp", "datetime", "to_earliest", "to_latest"])))]
+pub struct GroupResetArgs {
+    /// The consumer group.
+    #[arg(long)]
+    pub group: String,
+    /// The topic.
+    #[arg(long)]
+    pub topic: String,
+    /// The first message stored at or after this time, ms since the epoch.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(0..))]
+    pub timestamp: Option<i64>,
+    /// The first message stored at or after this UTC time,
+    /// `YYYY-MM-DD HH:MM:SS`.
+    #[arg(long, value_parser = crate::commands::parse_utc_datetime)]
+    pub datetime: Option<i64>,
+    /// The first message still stored in each queue.
+    #[arg(long)]
+    pub to_earliest: bool,
+    /// The end of each queue (skip what is stored).
+    #[arg(long)]
+    pub to_latest: bool,
+    /// Only this queue id (on each broker of the route).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+    pub queue: Option<i32>,
+}
+
+impl GroupResetArgs {
+    /// Where the flags say to move the offsets.
+    pub fn target(&self) -> crate::commands::ResetTarget {
+        use crate::commands::ResetTarget;
+        match (self.timestamp.or(self.datetime), self.to_latest) {
+            (Some(ms), _) => ResetTarget::Time(ms),
+            (None, true) => ResetTarget::Latest,
+            (None, false) => ResetTarget::Earliest,
+        }
+    }
 }
 
 /// Flags of `connections`: exactly one of `--group` and `--producer-group`.
@@ -349,6 +412,27 @@ mod tests {
         );
         assert!(parse(&["why-busy", "--watch", "0"]).is_err());
         assert!(parse(&["why-busy", "--watch", "1", "--count", "0"]).is_err());
+    }
+
+    #[test]
+    fn broker_drain_and_undrain_need_a_broker_name() {
+        let cli = parse(&["broker", "drain", "--broker-name", "broker-a"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::Broker(BrokerCommand::Drain(DrainArgs { ref broker_name })) if broker_name == "broker-a"
+        ));
+        let cli = parse(&["broker", "undrain", "--broker-name", "broker-a", "--json"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(cli.json);
+        assert!(matches!(
+            cli.command,
+            Command::Broker(BrokerCommand::Undrain(DrainArgs { ref broker_name })) if broker_name == "broker-a"
+        ));
+        assert!(
+            parse(&["broker", "drain"]).is_err(),
+            "--broker-name is required"
+        );
     }
 
     #[test]

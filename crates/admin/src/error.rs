@@ -92,6 +92,16 @@ pub enum AdminError {
         /// The topic.
         topic: String,
     },
+    /// The name servers know no address of the broker name.
+    #[error("the name server(s) {namesrv} know no broker named {broker_name} (known: {})", known_names(.known))]
+    NoSuchBroker {
+        /// The name servers asked.
+        namesrv: String,
+        /// The broker name asked for.
+        broker_name: String,
+        /// The broker names they know.
+        known: Vec<String>,
+    },
     /// The broker's configuration has no such key.
     #[error("broker {addr} has no configuration key {key}")]
     NoSuchKey {
@@ -118,6 +128,14 @@ pub fn response_name(code: ResponseCode) -> String {
     match code.name() {
         Some(name) => format!("{name} ({})", code.0),
         None => format!("code {}", code.0),
+    }
+}
+
+fn known_names(known: &[String]) -> String {
+    if known.is_empty() {
+        "none".to_owned()
+    } else {
+        known.join(", ")
     }
 }
 

@@ -2,7 +2,7 @@
 //! speaking the remoting protocol to name servers and brokers.
 //!
 //! - [`args`]: the command line (`cluster`, `topic`, `group`,
-//!   `connections`, `broker config`, `why-busy`).
+//!   `connections`, `broker config`, `broker drain`/`undrain`, `why-busy`).
 //! - [`call`]: requests with a timeout, answers checked and read, and the
 //!   lookups commands start from (cluster info, routes, master brokers).
 //! - [`commands`]: what each command asks and the report it returns.
@@ -126,6 +126,10 @@ async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
                 .await?,
             json,
         ),
+        Command::Group(GroupCommand::ResetOffset(r)) => render(
+            &commands::group_reset_offset(admin, &r.group, &r.topic, r.target(), r.queue).await?,
+            json,
+        ),
         Command::Connections(c) => {
             let broker = c.target.broker.as_deref();
             let report = match (&c.group, &c.producer_group) {
@@ -142,6 +146,13 @@ async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
         ),
         Command::Broker(BrokerCommand::Config(ConfigCommand::Set(s))) => render(
             &commands::config_set(admin, &s.broker, &s.key, &s.value).await?,
+            json,
+        ),
+        Command::Broker(BrokerCommand::Drain(d)) => {
+            render(&commands::broker_drain(admin, &d.broker_name).await?, json)
+        }
+        Command::Broker(BrokerCommand::Undrain(d)) => render(
+            &commands::broker_undrain(admin, &d.broker_name).await?,
             json,
         ),
         // Run by `run_each`, which may look more than once.

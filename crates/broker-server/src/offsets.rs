@@ -1,11 +1,17 @@
 //! Consumer offsets: `topic@group` to queue id to offset, persisted to
 //! `<storePathRootDir>/config/consumerOffset.json` in RocketMQ's layout
 //! (with its unquoted integer keys).
+//!
+//! An operator's reset (`INVOKE_BROKER_TO_RESET_OFFSET`) writes the new
+//! offset into the table and also remembers it per queue until the group's
+//! next pull of that queue takes it ([`OffsetManager::take_reset`]); until
+//! then the group's commits for that queue are ignored
+//! ([`OffsetManager::has_reset`]). Pending resets live in memory only.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
     time::{Duration, Instant},
 };
 
@@ -24,6 +30,11 @@ pub struct OffsetManager {
     /// online); groups not in it count from `loaded`.
     last_seen: DashMap<String, Instant>,
     loaded: Instant,
+    /// Resets not yet taken by a pull: `topic@group` to queue id to offset.
+    resets: DashMap<String, BTreeMap<i32, i64>>,
+    /// How many queues `resets` holds, changed under the lock of the
+    /// entry it counts: a pull or a commit looks at it before any lookup.
+    pending_resets: AtomicUsize,
 }
 
 #[derive(Deserialize, Default)]
@@ -46,6 +57,8 @@ impl OffsetManager {
             dirty: AtomicBool::new(false),
             last_seen: DashMap::new(),
             loaded: Instant::now(),
+            resets: DashMap::new(),
+            pending_resets: AtomicUsize::new(0),
         })
     }
 
@@ -87,8 +100,9 @@ impl OffsetManager {
     /// had some.
     pub fn remove_topic(&self, topic: &str) -> usize {
         let before = self.table.len();
-        self.table
-            .retain(|k, _| k.split_once('@').is_none_or(|(t, _)| t != topic));
+        let of_topic = |k: &str| k.split_once('@').is_some_and(|(t, _)| t == topic);
+        self.table.retain(|k, _| !of_topic(k));
+        self.drop_resets(of_topic);
         let removed = before - self.table.len();
         if removed > 0 {
             self.dirty.store(true, Ordering::Release);
@@ -137,10 +151,84 @@ impl OffsetManager {
         for group in forgotten.keys() {
             self.last_seen.remove(group);
         }
+        self.drop_resets(|k| {
+            k.split_once('@')
+                .is_some_and(|(_, g)| forgotten.contains_key(g))
+        });
         if !forgotten.is_empty() {
             self.dirty.store(true, Ordering::Release);
         }
         forgotten.into_iter().collect()
+    }
+
+    /// Resets a group's offset on a queue: writes it to the table and keeps
+    /// it until the group's next pull of the queue takes it.
+    pub fn assign_reset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        let key = key(topic, group);
+        {
+            let mut pending = self.resets.entry(key.clone()).or_default();
+            if pending.insert(queue_id, offset).is_none() {
+                self.pending_resets.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        self.table.entry(key).or_default().insert(queue_id, offset);
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Reports whether a reset of the group's offset on the queue waits for
+    /// its next pull (commits of the queue are ignored meanwhile).
+    pub fn has_reset(&self, group: &str, topic: &str, queue_id: i32) -> bool {
+        if self.pending_resets.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        self.resets
+            .get(&key(topic, group))
+            .is_some_and(|q| q.contains_key(&queue_id))
+    }
+
+    /// Takes the reset offset of the group on the queue, if one waits. With
+    /// none pending anywhere this is one atomic load.
+    #[inline]
+    pub fn take_reset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        if self.pending_resets.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.take_reset_slow(group, topic, queue_id)
+    }
+
+    #[cold]
+    fn take_reset_slow(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        let key = key(topic, group);
+        let mut pending = self.resets.get_mut(&key)?;
+        let offset = pending.remove(&queue_id)?;
+        self.pending_resets.fetch_sub(1, Ordering::AcqRel);
+        let empty = pending.is_empty();
+        drop(pending);
+        if empty {
+            self.resets.remove_if(&key, |_, q| q.is_empty());
+        }
+        Some(offset)
+    }
+
+    /// How many queues have a reset waiting for their next pull.
+    pub fn pending_resets(&self) -> usize {
+        self.pending_resets.load(Ordering::Acquire)
+    }
+
+    /// Forgets the pending resets whose `topic@group` key `drop` selects.
+    fn drop_resets(&self, drop: impl Fn(&str) -> bool) {
+        if self.pending_resets.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        self.resets.retain(|k, queues| {
+            if drop(k) {
+                self.pending_resets
+                    .fetch_sub(queues.len(), Ordering::AcqRel);
+                false
+            } else {
+                true
+            }
+        });
     }
 
     /// Commits an offset.
@@ -172,6 +260,7 @@ impl OffsetManager {
         let suffix = format!("@{group}");
         let before = self.table.len();
         self.table.retain(|k, _| !k.ends_with(&suffix));
+        self.drop_resets(|k| k.ends_with(&suffix));
         let removed = before - self.table.len();
         if removed > 0 {
             self.dirty.store(true, Ordering::Release);
@@ -257,6 +346,41 @@ mod tests {
             Some(1),
             "a group whose name ends alike stays"
         );
+    }
+
+    #[test]
+    fn a_reset_is_written_and_waits_for_one_pull() {
+        let dir = tempfile::tempdir().unwrap();
+        let offsets = OffsetManager::load(dir.path()).unwrap();
+        offsets.commit("G", "T", 0, 90);
+        assert_eq!(offsets.take_reset("G", "T", 0), None);
+        offsets.assign_reset("G", "T", 0, 40);
+        offsets.assign_reset("G", "T", 0, 41);
+        offsets.assign_reset("G", "T", 1, 5);
+        assert_eq!(
+            offsets.pending_resets(),
+            2,
+            "a second reset replaces the first"
+        );
+        assert_eq!(offsets.peek("G", "T", 0), Some(41));
+        assert!(offsets.has_reset("G", "T", 0));
+        assert!(!offsets.has_reset("G", "T", 2));
+        assert!(!offsets.has_reset("H", "T", 0));
+        assert_eq!(offsets.take_reset("H", "T", 0), None);
+        assert_eq!(offsets.take_reset("G", "T", 0), Some(41));
+        assert_eq!(offsets.take_reset("G", "T", 0), None, "taken once");
+        assert!(!offsets.has_reset("G", "T", 0));
+        assert_eq!(offsets.pending_resets(), 1);
+        offsets.assign_reset("G", "U", 0, 1);
+        offsets.assign_reset("GG", "T", 0, 1);
+        assert_eq!(offsets.remove_topic("U"), 1);
+        assert_eq!(offsets.pending_resets(), 2);
+        assert_eq!(offsets.remove_group("G"), 1);
+        assert_eq!(offsets.pending_resets(), 1, "GG's reset stays");
+        assert!(offsets.has_reset("GG", "T", 0));
+        offsets.persist().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("consumerOffset.json")).unwrap();
+        assert_eq!(text, r#"{"offsetTable":{"T@GG":{0:1}}}"#);
     }
 
     #[test]

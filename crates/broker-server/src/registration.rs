@@ -1,12 +1,19 @@
 //! Registration with the name servers: at start, every
-//! `registerNameServerPeriod`, and at once when topics change; removal at
-//! shutdown.
+//! `registerNameServerPeriod`, and at once when topics or `brokerPermission`
+//! change; removal at shutdown.
+//!
+//! As RocketMQ's broker does, a `brokerPermission` without read or write
+//! masks the perm of every topic registered (a read-only broker registers
+//! no writable queue, so producers route around it). A change of
+//! `brokerPermission` also changes the data version registered, so the name
+//! servers replace the queue data they hold at once.
 
 use std::{sync::Arc, time::Duration};
 
+use message_model::flags::{is_readable, is_writeable};
 use remoting_net::{CancellationToken, RemotingClient};
 use remoting_protocol::{
-    body::{self, RegisterBrokerBody},
+    body::{self, RegisterBrokerBody, TopicConfigSerializeWrapper},
     header::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader},
     RemotingCommand, RequestCode, ResponseCode,
 };
@@ -24,8 +31,9 @@ pub async fn run(
 ) {
     let cfg = state.config();
     let period = Duration::from_millis(cfg.broker.register_name_server_period);
+    let mut announced = Announced::default();
     loop {
-        register_all(&state, &client, &broker_addr).await;
+        register(&state, &client, &broker_addr, &mut announced).await;
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = state.topics_changed.notified() => {}
@@ -35,11 +43,56 @@ pub async fn run(
     unregister_all(&state, &client, &broker_addr).await;
 }
 
+/// What the registrations of one broker run have announced so far.
+#[derive(Debug, Default)]
+struct Announced {
+    /// The `brokerPermission` of the last registration.
+    permission: Option<i32>,
+    /// How many times `brokerPermission` differed from the one before.
+    permission_changes: i64,
+}
+
+/// The topic table to register under `permission` (`brokerPermission`):
+/// when it lacks read or write, each topic's perm is masked with it, as
+/// RocketMQ's `BrokerController.registerBrokerAll` does. Each change of
+/// permission counts once more in the data version's counter, so that the
+/// name servers see a new version and replace the queue data they hold.
+fn announcement(
+    mut wrapper: TopicConfigSerializeWrapper,
+    permission: i32,
+    announced: &mut Announced,
+) -> TopicConfigSerializeWrapper {
+    if announced.permission.is_some_and(|p| p != permission) {
+        announced.permission_changes += 1;
+    }
+    announced.permission = Some(permission);
+    if !is_readable(permission) || !is_writeable(permission) {
+        for topic in wrapper.topic_config_table.values_mut() {
+            topic.perm &= permission;
+        }
+    }
+    wrapper.data_version.counter += announced.permission_changes;
+    wrapper
+}
+
 /// Registers with every name server once.
 pub async fn register_all(state: &BrokerState, client: &RemotingClient, broker_addr: &str) {
+    register(state, client, broker_addr, &mut Announced::default()).await;
+}
+
+async fn register(
+    state: &BrokerState,
+    client: &RemotingClient,
+    broker_addr: &str,
+    announced: &mut Announced,
+) {
     let cfg = state.config();
     let body = body::to_json(&RegisterBrokerBody {
-        topic_config_serialize_wrapper: state.topics.wrapper(),
+        topic_config_serialize_wrapper: announcement(
+            state.topics.wrapper(),
+            cfg.broker.broker_permission,
+            announced,
+        ),
         filter_server_list: Vec::new(),
     });
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32;
@@ -83,5 +136,75 @@ async fn unregister_all(state: &BrokerState, client: &RemotingClient, broker_add
         if let Err(e) = client.invoke(&addr, request, Duration::from_secs(3)).await {
             tracing::debug!(namesrv = %addr, cause = %e, "cannot unregister from name server");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use remoting_protocol::body::{DataVersion, TopicConfig};
+
+    use super::*;
+
+    fn table(perms: &[(&str, i32)]) -> TopicConfigSerializeWrapper {
+        TopicConfigSerializeWrapper {
+            topic_config_table: perms
+                .iter()
+                .map(|(name, perm)| {
+                    (
+                        (*name).to_owned(),
+                        TopicConfig {
+                            topic_name: (*name).to_owned(),
+                            read_queue_nums: 4,
+                            write_queue_nums: 4,
+                            perm: *perm,
+                            ..TopicConfig::default()
+                        },
+                    )
+                })
+                .collect(),
+            data_version: DataVersion {
+                counter: 7,
+                timestamp: 1,
+                ..DataVersion::default()
+            },
+            ..TopicConfigSerializeWrapper::default()
+        }
+    }
+
+    fn perms(w: &TopicConfigSerializeWrapper) -> Vec<(String, i32)> {
+        let mut all: Vec<(String, i32)> = w
+            .topic_config_table
+            .iter()
+            .map(|(k, t)| (k.clone(), t.perm))
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn a_read_only_broker_registers_no_writable_topic_under_a_new_version() {
+        let mut announced = Announced::default();
+        let topics = [("A", 6), ("B", 7), ("RO", 4)];
+        let first = announcement(table(&topics), 6, &mut announced);
+        assert_eq!(perms(&first), perms(&table(&topics)), "read-write: as is");
+        assert_eq!(first.data_version.counter, 7);
+
+        let drained = announcement(table(&topics), 4, &mut announced);
+        assert_eq!(
+            perms(&drained),
+            vec![("A".into(), 4), ("B".into(), 4), ("RO".into(), 4)]
+        );
+        assert_ne!(drained.data_version, first.data_version);
+
+        let again = announcement(table(&topics), 4, &mut announced);
+        assert_eq!(
+            again.data_version, drained.data_version,
+            "no change, same version"
+        );
+
+        let restored = announcement(table(&topics), 6, &mut announced);
+        assert_eq!(perms(&restored), perms(&table(&topics)));
+        assert_ne!(restored.data_version, drained.data_version);
+        assert_ne!(restored.data_version, first.data_version);
     }
 }

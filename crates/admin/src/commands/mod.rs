@@ -37,7 +37,9 @@ async fn brokers_of_routes(admin: &Admin, topics: &[String]) -> Result<Vec<Strin
 mod cluster;
 mod config;
 mod connections;
+mod drain;
 mod groups;
+mod reset;
 mod topics;
 
 #[cfg(test)]
@@ -46,5 +48,7 @@ mod tests;
 pub use cluster::*;
 pub use config::*;
 pub use connections::*;
+pub use drain::*;
 pub use groups::*;
+pub use reset::*;
 pub use topics::*;

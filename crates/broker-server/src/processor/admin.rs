@@ -1,5 +1,6 @@
 //! Administration: `UPDATE_AND_CREATE_TOPIC`, `GET_BROKER_CONFIG`,
-//! `UPDATE_BROKER_CONFIG` (flow-control limits change at run time),
+//! `UPDATE_BROKER_CONFIG` (flow-control limits and `brokerPermission`
+//! change at run time),
 //! `GET_BROKER_RUNTIME_INFO` and `VIEW_MESSAGE_BY_ID`.
 
 use std::{collections::BTreeMap, time::Instant};
@@ -47,6 +48,7 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "shareWeights",
     "osPageCacheBusyTimeOutMills",
     "faultPutLockDelayMills",
+    "brokerPermission",
 ];
 
 /// Creates or updates a topic and registers the change at once.
@@ -156,10 +158,16 @@ pub(crate) fn update_config(state: &BrokerState, req: &RemotingCommand) -> Remot
     };
     apply_runtime(state, &updated);
     tracing::info!(changes = ?overrides, "configuration updated at run time");
+    let permission_changed = updated.broker.broker_permission != current.broker.broker_permission;
     *state
         .config
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(updated);
+    if permission_changed {
+        // The topic perms registered follow `brokerPermission`: register
+        // again now so that the name servers' routes change at once.
+        state.topics_changed.notify_one();
+    }
     req.response_to(ResponseCode::SUCCESS, None)
 }
 

@@ -39,7 +39,10 @@ pub(crate) fn query(state: &BrokerState, req: &RemotingCommand) -> RemotingComma
     )
 }
 
-/// Stores a committed offset.
+/// Stores a committed offset; while an operator's reset of the queue waits
+/// for the group's next pull, the commit is ignored (answered SUCCESS with
+/// RocketMQ's remark), so a consumer still on the old position cannot undo
+/// the reset.
 pub(crate) fn update(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let h: UpdateConsumerOffsetRequestHeader = match req.decode_header() {
         Ok(h) => h,
@@ -49,6 +52,19 @@ pub(crate) fn update(state: &BrokerState, req: &RemotingCommand) -> RemotingComm
         return req.response_to(
             ResponseCode::TOPIC_NOT_EXIST,
             Some(format!("Topic {} not exist!", h.topic)),
+        );
+    }
+    if state
+        .offsets
+        .has_reset(&h.consumer_group, &h.topic, h.queue_id)
+    {
+        tracing::info!(
+            group = %h.consumer_group, topic = %h.topic, queue_id = h.queue_id,
+            offset = h.commit_offset, "commit ignored: the offset was reset"
+        );
+        return req.response_to(
+            ResponseCode::SUCCESS,
+            Some("Offset has been previously reset".into()),
         );
     }
     state

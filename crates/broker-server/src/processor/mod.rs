@@ -187,6 +187,7 @@ pub static TABLE: &[Route] = {
         ),
         admin(C::DELETE_TOPIC_IN_BROKER, topic_admin::delete_topic),
         admin(C::GET_ALL_PRODUCER_INFO, topic_admin::all_producer_info),
+        admin(C::INVOKE_BROKER_TO_RESET_OFFSET, topic_admin::reset_offset),
     ]
 };
 

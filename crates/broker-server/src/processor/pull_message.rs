@@ -166,6 +166,15 @@ fn read(
             )),
         );
     }
+    // An operator's reset of this queue, taken by this pull: the client
+    // moves there, and the offset the pull carries is not committed.
+    if let Some(offset) =
+        state
+            .offsets
+            .take_reset(&header.consumer_group, &header.topic, header.queue_id)
+    {
+        return reset_answer(state, req, header, offset);
+    }
     if store_offset && header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
         state.offsets.commit(
             &header.consumer_group,
@@ -235,6 +244,35 @@ fn read(
             ..PullMessageResponseHeader::default()
         })
         .with_body(body.freeze())
+}
+
+/// `PULL_OFFSET_MOVED` to where the group's offset on the queue was reset.
+#[cold]
+fn reset_answer(
+    state: &BrokerState,
+    req: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+    offset: i64,
+) -> RemotingCommand {
+    tracing::info!(
+        group = %header.consumer_group, topic = %header.topic, queue_id = header.queue_id,
+        asked = header.queue_offset, offset, "pull answered with the reset offset"
+    );
+    req.response_to(
+        ResponseCode::PULL_OFFSET_MOVED,
+        Some(format!("the group's offset was reset to {offset}")),
+    )
+    .with_header(&PullMessageResponseHeader {
+        suggest_which_broker_id: 0,
+        next_begin_offset: offset,
+        min_offset: state
+            .store
+            .min_offset_in_queue(&header.topic, header.queue_id),
+        max_offset: state
+            .store
+            .max_offset_in_queue(&header.topic, header.queue_id),
+        ..PullMessageResponseHeader::default()
+    })
 }
 
 /// Tag hashes of a tag expression (`TagA || TagB`); `None` for all tags.

@@ -4,7 +4,10 @@
 //! `GET_CONSUMER_CONNECTION_LIST`, `GET_PRODUCER_CONNECTION_LIST`,
 //! `GET_ALL_CONSUMER_OFFSET`, `GET_EARLIEST_MSG_STORETIME` and
 //! `GET_ALL_PRODUCER_INFO`, answered with RocketMQ's bodies, codes and
-//! remarks; and `DELETE_TOPIC_IN_BROKER`.
+//! remarks; `DELETE_TOPIC_IN_BROKER`; and `INVOKE_BROKER_TO_RESET_OFFSET`
+//! as RocketMQ 5's brokers serve it by default (`useServerSideResetOffset`):
+//! the broker moves the group's offsets itself and the group's consumers
+//! learn of it on their next pull of each queue.
 //!
 //! The broker keeps no per-topic or per-group rate figures, so `topicPutTps`
 //! and `consumeTps` are always 0.0; nor does it track how far each group has
@@ -16,14 +19,14 @@ use remoting_protocol::{
     body::{
         self, ClientConnection, ConsumeStats, ConsumerConnection, DataVersion, GroupList,
         MessageQueueBody, OffsetWrapper, ProducerConnection, ProducerInfo, ProducerTableInfo,
-        TopicOffset, TopicStatsTable,
+        ResetOffsetBody, TopicOffset, TopicStatsTable,
     },
     header::{
         DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
         GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
         GetEarliestMsgStoretimeResponseHeader, GetProducerConnectionListRequestHeader,
         GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader,
-        QueryTopicConsumeByWhoRequestHeader,
+        QueryTopicConsumeByWhoRequestHeader, ResetOffsetRequestHeader,
     },
     RemotingCommand, ResponseCode,
 };
@@ -341,6 +344,100 @@ fn delete_in_broker(state: &BrokerState, topic: &str) -> Result<(), String> {
         "topic deleted from the broker"
     );
     Ok(())
+}
+
+/// Resets a group's offsets on a topic, as RocketMQ 5 does on the broker's
+/// side: on one queue to an explicit offset (within `[min, max + 1]`, as
+/// RocketMQ checks it) or, without one, to the first message stored at or
+/// after `timestamp` (the end of the queue when it is below 0); on every
+/// read queue by time. Each new offset is committed and kept until the
+/// group's next pull of the queue, which is answered `PULL_OFFSET_MOVED`
+/// with it; commits of the queue are ignored until then. `isForce` is
+/// ignored. A queue id beyond the read queues is refused. The group must exist (RocketMQ's check, made without creating
+/// it even under `autoCreateSubscriptionGroup`, so that a misspelt name is
+/// refused rather than given offsets).
+pub(crate) fn reset_offset(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let h: ResetOffsetRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, &e),
+    };
+    tracing::info!(
+        topic = %h.topic, group = %h.group, timestamp = h.timestamp,
+        queue_id = ?h.queue_id, offset = ?h.offset, force = h.is_force,
+        "reset offset requested"
+    );
+    let Some(config) = state.topics.get(&h.topic) else {
+        return req.response_to(
+            ResponseCode::TOPIC_NOT_EXIST,
+            Some(format!("Topic {} does not exist", h.topic)),
+        );
+    };
+    if state.subscriptions.get(&h.group).is_none() {
+        return req.response_to(
+            ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
+            Some(format!("Group {} does not exist", h.group)),
+        );
+    }
+    if let Some(queue_id) = h.single_queue().filter(|q| *q >= config.read_queue_nums) {
+        // RocketMQ would record a reset no pull can ever take.
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!(
+                "queueId[{queue_id}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+                h.topic, config.read_queue_nums
+            )),
+        );
+    }
+    let by_time = |queue_id: i32| {
+        if h.timestamp < 0 {
+            state.store.max_offset_in_queue(&h.topic, queue_id)
+        } else {
+            state.store.offset_by_time(&h.topic, queue_id, h.timestamp)
+        }
+    };
+    let targets: BTreeMap<i32, i64> = match (h.single_queue(), h.explicit_offset()) {
+        (Some(queue_id), Some(offset)) => {
+            let min = state.store.min_offset_in_queue(&h.topic, queue_id);
+            let max = state.store.max_offset_in_queue(&h.topic, queue_id);
+            if (min >= 0 && offset < min) || offset > max + 1 {
+                return req.response_to(
+                    ResponseCode::SYSTEM_ERROR,
+                    Some(format!(
+                        "Target offset {offset} not in consume queue range [{min}-{max}]"
+                    )),
+                );
+            }
+            BTreeMap::from([(queue_id, offset)])
+        }
+        (Some(queue_id), None) => BTreeMap::from([(queue_id, by_time(queue_id))]),
+        (None, _) => (0..config.read_queue_nums)
+            .map(|queue_id| (queue_id, by_time(queue_id)))
+            .collect(),
+    };
+    if targets.is_empty() {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some("No queues to reset.".into()),
+        );
+    }
+    let broker_name = state.config().broker.broker_name.clone();
+    let mut offset_table = BTreeMap::new();
+    for (queue_id, offset) in targets {
+        // A negative offset (an empty queue's answer in some stores) is
+        // not assigned, as RocketMQ skips it too.
+        if offset >= 0 {
+            state
+                .offsets
+                .assign_reset(&h.group, &h.topic, queue_id, offset);
+        }
+        offset_table.insert(queue(&h.topic, &broker_name, queue_id), offset);
+    }
+    tracing::info!(
+        topic = %h.topic, group = %h.group, queues = offset_table.len(),
+        "offsets reset"
+    );
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(ResetOffsetBody { offset_table }.encode())
 }
 
 /// Every producer group's clients, from their heartbeats.

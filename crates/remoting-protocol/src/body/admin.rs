@@ -2,9 +2,10 @@
 //! `rocketmq-dashboard` and `rocketmq-exporter` read: queue offsets of a
 //! topic (`TopicStatsTable`), a group's progress (`ConsumeStats`), the
 //! groups consuming a topic (`GroupList`) and the clients of a group
-//! (`ConsumerConnection`, `ProducerConnection`).
+//! (`ConsumerConnection`, `ProducerConnection`), and the offsets a reset
+//! moved a group to (`ResetOffsetBody`).
 //!
-//! The two tables keyed by queue are written as fastjson writes them, with
+//! The three tables keyed by queue are written as fastjson writes them, with
 //! the queue object itself as the key (not valid JSON, but what every Java
 //! admin tool parses): their `encode` does that. The others render with
 //! [`super::to_fastjson`]. Reading accepts both the object-keyed form and
@@ -308,10 +309,60 @@ impl ProducerTableInfo {
     }
 }
 
+/// `INVOKE_BROKER_TO_RESET_OFFSET` (222) answer: the offset each queue of
+/// the group was reset to.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResetOffsetBody {
+    /// The new offset per queue.
+    #[serde(deserialize_with = "queue_map")]
+    pub offset_table: BTreeMap<MessageQueueBody, i64>,
+}
+
+impl ResetOffsetBody {
+    /// The body as fastjson writes it, queue objects as keys.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = b"{\"offsetTable\":".to_vec();
+        write_queue_map(&mut out, &self.offset_table);
+        out.push(b'}');
+        out
+    }
+
+    /// Reads a body, in fastjson's object-keyed form or with string keys.
+    ///
+    /// # Errors
+    /// The body is not a `ResetOffsetBody`.
+    pub fn decode(body: &[u8]) -> Result<Self, super::BodyError> {
+        from_json(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::LanguageCode;
+
+    #[test]
+    fn reset_offset_body_is_written_with_queue_objects_as_keys() {
+        let queue = |queue_id| MessageQueueBody {
+            topic: "T".into(),
+            broker_name: "broker-a".into(),
+            queue_id,
+        };
+        let body = ResetOffsetBody {
+            offset_table: BTreeMap::from([(queue(1), 7), (queue(0), 12)]),
+        };
+        let expected = concat!(
+            r#"{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:12,"#,
+            r#"{"brokerName":"broker-a","queueId":1,"topic":"T"}:7}}"#
+        );
+        assert_eq!(String::from_utf8(body.encode()).unwrap(), expected);
+        assert_eq!(ResetOffsetBody::decode(expected.as_bytes()).unwrap(), body);
+        assert_eq!(
+            ResetOffsetBody::default().encode(),
+            br#"{"offsetTable":{}}"#
+        );
+    }
 
     #[test]
     fn producer_table_info_is_written_as_fastjson_writes_it() {

@@ -25,6 +25,7 @@ mod namesrv;
 mod route;
 mod subscription;
 
+pub use admin::ResetOffsetBody;
 pub use admin::{
     ClientConnection, ConsumeStats, ConsumerConnection, GroupList, OffsetWrapper,
     ProducerConnection, TopicOffset, TopicStatsTable, LANGUAGE_NAMES,

@@ -155,10 +155,89 @@ ext_header! {
     }
 }
 
+ext_header! {
+    /// `INVOKE_BROKER_TO_RESET_OFFSET` (222) request header: move a group's
+    /// offsets on a topic to the first message stored at or after a time,
+    /// or (one queue) to an explicit offset.
+    pub struct ResetOffsetRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+        /// Consumer group.
+        group: String = "group",
+        /// Store time to reset to (ms since the epoch); below 0 for the end
+        /// of each queue.
+        timestamp: i64 = "timestamp",
+        /// RocketMQ's force flag (the key is literally `isForce`); a broker
+        /// resetting on its own side ignores it.
+        is_force: bool = "isForce",
+        /// One queue; absent or -1 for every read queue.
+        queue_id: Option<i32> = "queueId",
+        /// An explicit offset for the one queue; absent or -1 to reset by
+        /// time.
+        offset: Option<i64> = "offset",
+        /// Target broker name.
+        broker_name: Option<String> = "bname",
+    }
+}
+
+impl ResetOffsetRequestHeader {
+    /// The queue asked for; `None` for every read queue (absent or below 0).
+    pub fn single_queue(&self) -> Option<i32> {
+        self.queue_id.filter(|q| *q >= 0)
+    }
+
+    /// The explicit target offset; `None` to reset by time (absent or -1).
+    pub fn explicit_offset(&self) -> Option<i64> {
+        self.offset.filter(|o| *o != -1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{command::ExtFields, header::CommandHeader};
+
+    #[test]
+    fn the_reset_offset_header_reads_rocketmq_keys_and_defaults() {
+        let h = ResetOffsetRequestHeader::from_ext_fields(&ext(&[
+            ("topic", "T"),
+            ("group", "G"),
+            ("timestamp", "1700000000000"),
+            ("isForce", "true"),
+            ("offset", "-1"),
+        ]))
+        .unwrap();
+        assert_eq!((h.topic.as_str(), h.group.as_str()), ("T", "G"));
+        assert_eq!((h.timestamp, h.is_force), (1_700_000_000_000, true));
+        assert_eq!((h.single_queue(), h.explicit_offset()), (None, None));
+        let one = ResetOffsetRequestHeader {
+            queue_id: Some(3),
+            offset: Some(42),
+            ..h
+        };
+        let fields = one.to_ext_fields();
+        assert_eq!(
+            (
+                fields["isForce"].as_str(),
+                fields["queueId"].as_str(),
+                fields["offset"].as_str()
+            ),
+            ("true", "3", "42")
+        );
+        let back = ResetOffsetRequestHeader::from_ext_fields(&fields).unwrap();
+        assert_eq!(
+            (back.single_queue(), back.explicit_offset()),
+            (Some(3), Some(42))
+        );
+        assert_eq!(
+            ResetOffsetRequestHeader::from_ext_fields(&ext(&[
+                ("topic", "T"),
+                ("group", "G"),
+                ("timestamp", "0"),
+            ])),
+            Err(crate::header::HeaderError::Missing { key: "isForce" })
+        );
+    }
 
     fn ext(pairs: &[(&str, &str)]) -> ExtFields {
         pairs

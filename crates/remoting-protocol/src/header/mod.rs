@@ -27,6 +27,7 @@ mod send;
 mod transaction;
 
 pub use admin::DeleteTopicRequestHeader;
+pub use admin::ResetOffsetRequestHeader;
 pub use admin::{
     CreateTopicRequestHeader, GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
