@@ -4,14 +4,9 @@
 //! name the broker, the request and the code.
 #![allow(clippy::unwrap_used)]
 
-use std::{
-    collections::BTreeMap,
-    future::Future,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, time::Duration};
 
 use admin::{AdminError, Cli};
-use broker_server::{testing, Broker};
 use clap::Parser;
 use producer_client::{Message, Producer, ProducerConfig};
 use remoting_net::{ClientOptions, RemotingClient};
@@ -22,50 +17,15 @@ use remoting_protocol::{
 };
 use serde_json::Value;
 
-/// A running broker with its embedded name server.
-struct TestBroker {
-    broker: Broker,
-    namesrv: String,
-    _dir: tempfile::TempDir,
+mod common;
+use common::{bounded, poll, TestBroker};
+
+/// What these tests ask of a test broker besides running the tool.
+trait Master {
+    async fn master(&self) -> String;
 }
 
-impl TestBroker {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = testing::start_broker(dir.path(), &[("brokerName", "admin-broker")])
-            .await
-            .unwrap();
-        let namesrv = testing::loopback(broker.namesrv_addr().expect("embedded name server"));
-        Self {
-            broker,
-            namesrv,
-            _dir: dir,
-        }
-    }
-
-    /// Runs `sluice-admin <args>` against this broker's name server.
-    async fn admin(&self, args: &[&str]) -> Result<String, AdminError> {
-        let argv = [
-            "sluice-admin",
-            "--namesrv",
-            &self.namesrv,
-            "--timeout-ms",
-            "3000",
-        ]
-        .into_iter()
-        .chain(args.iter().copied());
-        let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-        admin::run(&cli).await
-    }
-
-    /// Runs `sluice-admin --json <args>` and parses its output.
-    async fn json(&self, args: &[&str]) -> Result<Value, AdminError> {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.admin(&all).await?;
-        Ok(serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}")))
-    }
-
+impl Master for TestBroker {
     /// The master's address as the name server reports it, once the broker
     /// has registered.
     async fn master(&self) -> String {
@@ -85,25 +45,6 @@ impl TestBroker {
         assert!(b["error"].is_null(), "{cluster}");
         b["addr"].as_str().unwrap().to_owned()
     }
-}
-
-/// Calls `probe` until it gives a value, for at most 10 s.
-async fn poll<T, F: Future<Output = Option<T>>>(what: &str, mut probe: impl FnMut() -> F) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Fails the test if `fut` takes longer than 60 s.
-async fn bounded<T>(fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .expect("test took too long")
 }
 
 async fn commit(
@@ -134,7 +75,7 @@ async fn commit(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topic_status_and_group_lag_follow_sends_and_commits() {
     bounded(async {
-        let b = TestBroker::start().await;
+        let b = TestBroker::start(&[("brokerName", "admin-broker")]).await;
         let master = b.master().await;
 
         let created = b
@@ -306,7 +247,7 @@ async fn topic_status_and_group_lag_follow_sends_and_commits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_connections_and_broker_config() {
     bounded(async {
-        let b = TestBroker::start().await;
+        let b = TestBroker::start(&[("brokerName", "admin-broker")]).await;
         let master = b.master().await;
 
         b.admin(&["group", "create", "--group", "AdminGroupA"])
@@ -479,7 +420,7 @@ async fn groups_connections_and_broker_config() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_name_the_server_request_and_code_and_exit_non_zero() {
     bounded(async {
-        let b = TestBroker::start().await;
+        let b = TestBroker::start(&[("brokerName", "admin-broker")]).await;
         let master = b.master().await;
 
         let unknown = b.admin(&["topic", "status", "--topic", "NoSuchTopic"]).await.unwrap_err();

@@ -7,13 +7,11 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    future::Future,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use admin::{AdminError, Cli};
+use admin::AdminError;
 use broker_server::{testing, Broker};
-use clap::Parser;
 use producer_client::{Message, Producer, ProducerConfig};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
@@ -21,7 +19,9 @@ use remoting_protocol::{
     message::record::{check, Record},
     RemotingCommand, RequestCode, ResponseCode,
 };
-use serde_json::Value;
+
+mod common;
+use common::{admin, bounded_by, json, poll};
 
 const TOPIC: &str = "DrainT";
 
@@ -64,42 +64,6 @@ impl Pair {
         self.b.shutdown().await;
         self.a.shutdown().await;
     }
-}
-
-/// Runs `sluice-admin <args>` against `namesrv`.
-async fn admin(namesrv: &str, args: &[&str]) -> Result<String, AdminError> {
-    let argv = ["sluice-admin", "--namesrv", namesrv, "--timeout-ms", "3000"]
-        .into_iter()
-        .chain(args.iter().copied());
-    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    admin::run(&cli).await
-}
-
-/// Runs `sluice-admin --json <args>` and parses its output.
-async fn json(namesrv: &str, args: &[&str]) -> Result<Value, AdminError> {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let out = admin(namesrv, &all).await?;
-    Ok(serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}")))
-}
-
-/// Calls `probe` until it gives a value, for at most 10 s.
-async fn poll<T, F: Future<Output = Option<T>>>(what: &str, mut probe: impl FnMut() -> F) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Fails the test if `fut` takes longer than 90 s.
-async fn bounded<T>(fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(90), fut)
-        .await
-        .expect("test took too long")
 }
 
 /// Broker name to master address, once `names` have all registered.
@@ -264,7 +228,7 @@ async fn send_direct(client: &RemotingClient, addr: &str, topic: &str) -> Remoti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_broker_takes_no_sends_but_serves_pulls_until_undrained() {
-    bounded(async {
+    bounded_by(Duration::from_secs(90), async {
         let pair = Pair::start().await;
         let ns = pair.namesrv.clone();
         let addrs = masters(&ns, &["broker-a", "broker-b"]).await;
@@ -412,7 +376,7 @@ async fn a_drained_broker_takes_no_sends_but_serves_pulls_until_undrained() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_prints_tables_broker_permission_alone_reroutes_and_unknown_names_are_named() {
-    bounded(async {
+    bounded_by(Duration::from_secs(90), async {
         let pair = Pair::start().await;
         let ns = pair.namesrv.clone();
         let addrs = masters(&ns, &["broker-a", "broker-b"]).await;

@@ -5,14 +5,9 @@
 //! broker, the request and the code.
 #![allow(clippy::unwrap_used)]
 
-use std::{
-    future::Future,
-    time::{Duration, Instant},
-};
+use std::time::Duration;
 
-use admin::{AdminError, Cli};
-use broker_server::{testing, Broker};
-use clap::Parser;
+use admin::AdminError;
 use producer_client::{Message, Producer, ProducerConfig};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
@@ -22,67 +17,12 @@ use remoting_protocol::{
     message::record::{check, Record},
     RemotingCommand, RequestCode, ResponseCode,
 };
-use serde_json::Value;
+
+mod common;
+use common::{poll, TestBroker};
 
 const TOPIC: &str = "ResetTopic";
 const GROUP: &str = "ResetGroup";
-
-/// A running broker with its embedded name server.
-struct TestBroker {
-    _broker: Broker,
-    namesrv: String,
-    _dir: tempfile::TempDir,
-}
-
-impl TestBroker {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = testing::start_broker(dir.path(), &[("brokerName", "reset-broker")])
-            .await
-            .unwrap();
-        let namesrv = testing::loopback(broker.namesrv_addr().expect("embedded name server"));
-        Self {
-            _broker: broker,
-            namesrv,
-            _dir: dir,
-        }
-    }
-
-    /// Runs `sluice-admin <args>` against this broker's name server.
-    async fn admin(&self, args: &[&str]) -> Result<String, AdminError> {
-        let argv = [
-            "sluice-admin",
-            "--namesrv",
-            &self.namesrv,
-            "--timeout-ms",
-            "3000",
-        ]
-        .into_iter()
-        .chain(args.iter().copied());
-        let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-        admin::run(&cli).await
-    }
-
-    /// Runs `sluice-admin --json <args>` and parses its output.
-    async fn json(&self, args: &[&str]) -> Result<Value, AdminError> {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.admin(&all).await?;
-        Ok(serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}")))
-    }
-}
-
-/// Calls `probe` until it gives a value, for at most 10 s.
-async fn poll<T, F: Future<Output = Option<T>>>(what: &str, mut probe: impl FnMut() -> F) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Waits until the millisecond clock has moved past the current one.
 async fn next_millisecond() {
@@ -138,7 +78,7 @@ async fn pull(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_offset_moves_the_groups_next_pull() {
     tokio::time::timeout(Duration::from_secs(60), async {
-        let b = TestBroker::start().await;
+        let b = TestBroker::start(&[("brokerName", "reset-broker")]).await;
         let master = poll("the broker registers", || async {
             let c = b.json(&["cluster"]).await.ok()?;
             c["brokers"][0]["addr"].as_str().map(str::to_owned)

@@ -5,16 +5,14 @@
 #![allow(clippy::unwrap_used)]
 
 use std::{
-    future::Future,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use admin::Cli;
-use broker_server::{testing, Broker};
 use clap::Parser;
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
@@ -24,25 +22,20 @@ use remoting_protocol::{
 };
 use serde_json::Value;
 
-/// A running broker and its remoting address.
-struct TestBroker {
-    broker: Broker,
-    addr: String,
-    _dir: tempfile::TempDir,
+mod common;
+use common::{bounded, poll_within, TestBroker};
+
+/// How long and how often the tests poll for a busy broker to show.
+const POLL_LIMIT: Duration = Duration::from_secs(20);
+const POLL_EVERY: Duration = Duration::from_millis(10);
+
+/// `why-busy` against a test broker.
+trait WhyBusy {
+    async fn why_busy(&self, extra: &[&str]) -> Vec<Value>;
+    async fn finding(&self, mechanism: &str) -> Value;
 }
 
-impl TestBroker {
-    async fn start(overrides: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = testing::start_broker(dir.path(), overrides).await.unwrap();
-        let addr = testing::loopback(broker.remoting_addr());
-        Self {
-            broker,
-            addr,
-            _dir: dir,
-        }
-    }
-
+impl WhyBusy for TestBroker {
     /// `sluice-admin --json why-busy --broker <this> <extra>`, each look
     /// parsed.
     async fn why_busy(&self, extra: &[&str]) -> Vec<Value> {
@@ -80,25 +73,6 @@ fn finding_of(look: &Value, mechanism: &str) -> Value {
         .find(|f| f["mechanism"] == mechanism)
         .unwrap_or_else(|| panic!("no {mechanism} finding: {look}"))
         .clone()
-}
-
-/// Calls `probe` until it gives a value, for at most 20 s.
-async fn poll<T, F: Future<Output = Option<T>>>(what: &str, mut probe: impl FnMut() -> F) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Fails the test if `fut` takes longer than 60 s.
-async fn bounded<T>(fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .expect("test took too long")
 }
 
 /// A `SEND_MESSAGE_V2` request for queue 0 of `topic`.
@@ -177,10 +151,15 @@ async fn a_held_put_lock_is_named_with_its_figures_and_the_injected_delay() {
         ])
         .await;
         let load = Load::start(&b.addr, "PutLock", 4);
-        let busy = poll("why-busy sees the page cache busy", || async {
-            let f = b.finding("page_cache").await;
-            (f["state"] == "REJECTING" && f["value"].as_f64()? >= 100.0).then_some(f)
-        })
+        let busy = poll_within(
+            POLL_LIMIT,
+            POLL_EVERY,
+            "why-busy sees the page cache busy",
+            || async {
+                let f = b.finding("page_cache").await;
+                (f["state"] == "REJECTING" && f["value"].as_f64()? >= 100.0).then_some(f)
+            },
+        )
         .await;
         let remarks = load.stop().await;
         assert_eq!(busy["limit"], 100.0, "{busy}");
@@ -230,11 +209,16 @@ async fn a_full_send_queue_is_named_overload_with_its_capacity() {
         ])
         .await;
         let load = Load::start(&b.addr, "Tiny", 8);
-        let full = poll("why-busy sees the send queue full", || async {
-            let look = b.why_busy(&[]).await.remove(0);
-            let f = finding_of(&look, "send_queue_full");
-            (f["state"] == "REJECTING" && f["value"] == 2.0).then_some(look)
-        })
+        let full = poll_within(
+            POLL_LIMIT,
+            POLL_EVERY,
+            "why-busy sees the send queue full",
+            || async {
+                let look = b.why_busy(&[]).await.remove(0);
+                let f = finding_of(&look, "send_queue_full");
+                (f["state"] == "REJECTING" && f["value"] == 2.0).then_some(look)
+            },
+        )
         .await;
         let remarks = load.stop().await;
         let f = finding_of(&full, "send_queue_full");
@@ -307,10 +291,15 @@ async fn an_exhausted_transient_store_pool_is_named_apart_from_the_page_cache() 
             Some("[REJECTREQUEST]system busy, start flow control for a while")
         );
         client.close_all().await;
-        let look = poll("why-busy sees the pool empty", || async {
-            let look = b.why_busy(&[]).await.remove(0);
-            (finding_of(&look, "transient_pool")["state"] == "REJECTING").then_some(look)
-        })
+        let look = poll_within(
+            POLL_LIMIT,
+            POLL_EVERY,
+            "why-busy sees the pool empty",
+            || async {
+                let look = b.why_busy(&[]).await.remove(0);
+                (finding_of(&look, "transient_pool")["state"] == "REJECTING").then_some(look)
+            },
+        )
         .await;
         let pool = finding_of(&look, "transient_pool");
         assert_eq!(pool["figures"], "1 of 1 buffers in use (100 %)");
