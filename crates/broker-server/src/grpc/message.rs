@@ -84,6 +84,14 @@ pub fn user_properties(props: &Properties) -> HashMap<String, String> {
         .collect()
 }
 
+/// A time in ms since the epoch as a protobuf timestamp.
+pub fn timestamp(ms: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
 /// The business keys of a stored message (its space-separated `KEYS`).
 pub fn stored_keys(props: &Properties) -> Vec<String> {
     props

@@ -38,6 +38,19 @@ const DECODE_HEADROOM: usize = 1024 * 1024;
 /// a bounded channel).
 const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
 
+/// Puts a remoting `command` through the broker's request path (admission,
+/// its family's queue, its processor) on behalf of the gRPC client at
+/// `peer`, and waits for the answer; `None` when it was dropped unanswered.
+pub(crate) async fn admit_and_wait(
+    state: &BrokerState,
+    peer: std::net::SocketAddr,
+    command: remoting_protocol::RemotingCommand,
+) -> Option<remoting_protocol::RemotingCommand> {
+    let (reply, answered) = crate::request::Reply::channel(peer);
+    crate::executor::admit(state, reply, command);
+    answered.await.ok()
+}
+
 /// Serves the endpoint on `listener`, within `limits`, until `shutdown` is
 /// cancelled.
 pub async fn serve(

@@ -40,7 +40,8 @@ use tonic::metadata::MetadataMap;
 use crate::{
     executor,
     grpc::{
-        message::{stored_keys, user_properties, BORN_HOST_TEXT},
+        admit_and_wait,
+        message::{stored_keys, timestamp, user_properties, BORN_HOST_TEXT},
         status::{combined, ok, remoting_status, status},
     },
     pop::{PopError, PopRequest, PoppedMessage, TagFilter},
@@ -91,13 +92,6 @@ fn from_duration(d: Duration) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
-    }
-}
-
-fn timestamp(ms: i64) -> prost_types::Timestamp {
-    prost_types::Timestamp {
-        seconds: ms.div_euclid(1000),
-        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
     }
 }
 
@@ -545,11 +539,9 @@ pub async fn forward_to_dead_letter(
     };
     let command =
         RemotingCommand::request_with_header(RequestCode::CONSUMER_SEND_MSG_BACK, &header);
-    let (reply, answered) = Reply::channel(peer);
-    executor::admit(state, reply, command);
-    let response = match answered.await {
-        Ok(r) => r,
-        Err(_) => {
+    let response = match admit_and_wait(state, peer, command).await {
+        Some(r) => r,
+        None => {
             return answer(status(
                 Code::InternalServerError,
                 "the broker dropped the dead-letter copy without an answer",

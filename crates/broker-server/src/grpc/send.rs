@@ -15,12 +15,11 @@ use remoting_protocol::{
 };
 
 use crate::{
-    executor,
     grpc::{
+        admit_and_wait,
         message::properties_for_send,
         status::{combined, remoting_status, status},
     },
-    request::Reply,
     state::BrokerState,
     topics::validate_topic_name,
 };
@@ -106,11 +105,9 @@ async fn send_one(
         Err(refused) => return (failed(refused.code, refused.message), None),
     };
     let command = build_command(state, client_id, &topic, message, properties);
-    let (reply, answer) = Reply::channel(peer);
-    executor::admit(state, reply, command);
-    let response = match answer.await {
-        Ok(r) => r,
-        Err(_) => {
+    let response = match admit_and_wait(state, peer, command).await {
+        Some(r) => r,
+        None => {
             tracing::error!(%topic, %peer, "send was dropped without an answer");
             return (
                 failed(

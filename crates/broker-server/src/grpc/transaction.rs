@@ -23,12 +23,11 @@ use remoting_protocol::{header::EndTransactionRequestHeader, RemotingCommand, Re
 
 use crate::{
     clients::TelemetryStream,
-    executor,
     grpc::{
-        message::{stored_keys, user_properties, BORN_HOST_TEXT},
+        admit_and_wait,
+        message::{stored_keys, timestamp, user_properties, BORN_HOST_TEXT},
         status::{remoting_status, status},
     },
-    request::Reply,
     state::BrokerState,
     transaction::HALF_TOPIC,
 };
@@ -75,13 +74,11 @@ pub async fn end(
         ..EndTransactionRequestHeader::default()
     };
     let command = RemotingCommand::request_with_header(RequestCode::END_TRANSACTION, &header);
-    let (reply, answered) = Reply::channel(peer);
-    executor::admit(state, reply, command);
-    match answered.await {
-        Ok(response) => EndTransactionResponse {
+    match admit_and_wait(state, peer, command).await {
+        Some(response) => EndTransactionResponse {
             status: Some(remoting_status(&response).0),
         },
-        Err(_) => answer(
+        None => answer(
             Code::InternalServerError,
             "the broker dropped the end without an answer".into(),
         ),
@@ -184,13 +181,6 @@ fn check_command(store_host: SocketAddr, half: &StoredMessage<'_>) -> Option<Tel
             },
         )),
     })
-}
-
-fn timestamp(ms: i64) -> prost_types::Timestamp {
-    prost_types::Timestamp {
-        seconds: ms.div_euclid(1000),
-        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
-    }
 }
 
 #[cfg(test)]
