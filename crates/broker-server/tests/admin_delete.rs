@@ -11,10 +11,9 @@ use message_model::flags::PULL_SUSPEND;
 use remoting_protocol::{
     body::{self, HeartbeatData, ProducerData, ProducerTableInfo, TopicConfigSerializeWrapper},
     header::{
-        CreateTopicRequestHeader, DeleteTopicRequestHeader, GetMaxOffsetRequestHeader,
-        GetTopicConfigRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
-        PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, TopicFilterType,
-        UpdateConsumerOffsetRequestHeader,
+        DeleteTopicRequestHeader, GetMaxOffsetRequestHeader, GetTopicConfigRequestHeader,
+        OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+        QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
     },
     message::record::{check, Record},
     LanguageCode, RemotingCommand, RequestCode, ResponseCode,
@@ -22,29 +21,6 @@ use remoting_protocol::{
 
 const TOPIC: &str = "DelT";
 const GROUP: &str = "DelG";
-
-async fn create_topic(b: &TestBroker, topic: &str, queues: i32) {
-    let create = RemotingCommand::request_with_header(
-        RequestCode::UPDATE_AND_CREATE_TOPIC,
-        &CreateTopicRequestHeader {
-            topic: topic.into(),
-            default_topic: "TBW102".into(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm: 6,
-            topic_filter_type: TopicFilterType::SingleTag,
-            order: false,
-            ..CreateTopicRequestHeader::default()
-        },
-    );
-    let answer = b.invoke(create).await;
-    assert_eq!(
-        answer.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        answer.remark
-    );
-}
 
 async fn delete(b: &TestBroker, topic: &str) -> RemotingCommand {
     b.invoke(RemotingCommand::request_with_header(
@@ -170,7 +146,7 @@ async fn all_topics(b: &TestBroker) -> TopicConfigSerializeWrapper {
 #[tokio::test]
 async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zero() {
     let b = TestBroker::start(&[]).await;
-    create_topic(&b, TOPIC, 2).await;
+    b.create_topic(TOPIC, 2).await;
     for i in 0..3 {
         send(&b, TOPIC, 0, &format!("old-{i}")).await;
     }
@@ -182,9 +158,9 @@ async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zer
     commit(&b, TOPIC, 1, 1).await;
     // A POP retry topic of the group that consumed it goes too.
     let retry = format!("%RETRY%{GROUP}_{TOPIC}");
-    create_topic(&b, &retry, 1).await;
+    b.create_topic(&retry, 1).await;
     // Another topic of the same group stays untouched.
-    create_topic(&b, "KeptT", 1).await;
+    b.create_topic("KeptT", 1).await;
     send(&b, "KeptT", 0, "kept").await;
     commit(&b, "KeptT", 0, 1).await;
     assert_eq!(max_offset(&b, TOPIC, 0).await, 3);
@@ -262,7 +238,7 @@ async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zer
 
     // Created again, the topic starts at queue offset 0 and serves only
     // its new messages.
-    create_topic(&b, TOPIC, 2).await;
+    b.create_topic(TOPIC, 2).await;
     assert_eq!(max_offset(&b, TOPIC, 0).await, 0);
     let empty = b.invoke(common::pull_request(TOPIC, 0, 0, 32)).await;
     assert_eq!(empty.response_code(), ResponseCode::PULL_NOT_FOUND);

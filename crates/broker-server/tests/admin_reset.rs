@@ -16,9 +16,9 @@ use message_model::flags::PULL_COMMIT_OFFSET;
 use remoting_protocol::{
     body::{self, MessageQueueBody, ResetOffsetBody, SubscriptionGroupConfig},
     header::{
-        CreateTopicRequestHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader,
-        PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-        ResetOffsetRequestHeader, TopicFilterType, UpdateConsumerOffsetRequestHeader,
+        GetMaxOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+        PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, ResetOffsetRequestHeader,
+        UpdateConsumerOffsetRequestHeader,
     },
     message::record::{check, Record},
     RemotingCommand, RequestCode, ResponseCode,
@@ -34,26 +34,6 @@ fn queue(queue_id: i32) -> MessageQueueBody {
         broker_name: BROKER.into(),
         queue_id,
     }
-}
-
-async fn create_topic(b: &TestBroker) {
-    let create = RemotingCommand::request_with_header(
-        RequestCode::UPDATE_AND_CREATE_TOPIC,
-        &CreateTopicRequestHeader {
-            topic: TOPIC.into(),
-            default_topic: "TBW102".into(),
-            read_queue_nums: 2,
-            write_queue_nums: 2,
-            perm: 6,
-            topic_filter_type: TopicFilterType::SingleTag,
-            order: false,
-            ..CreateTopicRequestHeader::default()
-        },
-    );
-    assert_eq!(
-        b.invoke(create).await.response_code(),
-        ResponseCode::SUCCESS
-    );
 }
 
 async fn create_group(b: &TestBroker, group: &str) {
@@ -237,7 +217,7 @@ fn reset_table(answer: &RemotingCommand) -> BTreeMap<MessageQueueBody, i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_by_time_moves_the_groups_next_pull_and_holds_off_commits() {
     let b = TestBroker::start(&[("brokerName", BROKER)]).await;
-    create_topic(&b).await;
+    b.create_topic(TOPIC, 2).await;
     create_group(&b, GROUP).await;
     let [q0, q1] = six_messages(&b).await;
     // Sent alternately: q0[0] < q1[0] < q0[1] < q1[1] < q0[2] < q1[2].
@@ -318,7 +298,7 @@ async fn a_reset_by_time_moves_the_groups_next_pull_and_holds_off_commits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explicit_offsets_one_queue_and_refusals() {
     let b = TestBroker::start(&[("brokerName", BROKER)]).await;
-    create_topic(&b).await;
+    b.create_topic(TOPIC, 2).await;
     create_group(&b, GROUP).await;
     let [q0, _] = six_messages(&b).await;
 

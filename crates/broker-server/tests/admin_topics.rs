@@ -16,12 +16,11 @@ use remoting_protocol::{
         TopicConfig, TopicConfigSerializeWrapper, TopicOffset, TopicStatsTable,
     },
     header::{
-        CreateTopicRequestHeader, GetConsumeStatsRequestHeader,
-        GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
-        GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader,
-        GetProducerConnectionListRequestHeader, GetTopicConfigRequestHeader,
-        GetTopicStatsInfoRequestHeader, OffsetResponseHeader, QueryTopicConsumeByWhoRequestHeader,
-        TopicFilterType, UpdateConsumerOffsetRequestHeader,
+        GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+        GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+        GetMaxOffsetRequestHeader, GetProducerConnectionListRequestHeader,
+        GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader, OffsetResponseHeader,
+        QueryTopicConsumeByWhoRequestHeader, UpdateConsumerOffsetRequestHeader,
     },
     message::record::{check, Record},
     LanguageCode, RemotingCommand, RequestCode, ResponseCode,
@@ -38,26 +37,6 @@ fn queue(topic: &str, queue_id: i32) -> MessageQueueBody {
         broker_name: BROKER.into(),
         queue_id,
     }
-}
-
-async fn create_topic(b: &TestBroker, topic: &str) {
-    let create = RemotingCommand::request_with_header(
-        RequestCode::UPDATE_AND_CREATE_TOPIC,
-        &CreateTopicRequestHeader {
-            topic: topic.into(),
-            default_topic: "TBW102".into(),
-            read_queue_nums: 2,
-            write_queue_nums: 2,
-            perm: 6,
-            topic_filter_type: TopicFilterType::SingleTag,
-            order: false,
-            ..CreateTopicRequestHeader::default()
-        },
-    );
-    assert_eq!(
-        b.invoke(create).await.response_code(),
-        ResponseCode::SUCCESS
-    );
 }
 
 async fn commit(b: &TestBroker, group: &str, topic: &str, offset: i64) {
@@ -174,8 +153,8 @@ fn request(code: RequestCode, header: &impl remoting_protocol::CommandHeader) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_codes_answer_topic_group_and_client_figures() {
     let b = TestBroker::start(&[("brokerName", BROKER)]).await;
-    create_topic(&b, TOPIC).await;
-    create_topic(&b, OTHER).await;
+    b.create_topic(TOPIC, 2).await;
+    b.create_topic(OTHER, 2).await;
     let before = message_model::now_ms();
     let times = three_messages(&b).await;
     let after = message_model::now_ms();

@@ -8,7 +8,7 @@ use broker_server::{testing, Broker};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     header::{PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2},
-    RemotingCommand, RequestCode,
+    RemotingCommand, RequestCode, ResponseCode,
 };
 
 /// A running broker and what it needs to stay alive.
@@ -40,6 +40,31 @@ impl TestBroker {
             client: RemotingClient::new(ClientOptions::default()),
             _dir: None,
         }
+    }
+
+    /// Creates (or updates) `topic` with `queues` read and write queues,
+    /// readable and writable.
+    pub async fn create_topic(&self, topic: &str, queues: i32) {
+        let create = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &remoting_protocol::header::CreateTopicRequestHeader {
+                topic: topic.into(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: queues,
+                write_queue_nums: queues,
+                perm: 6,
+                topic_filter_type: remoting_protocol::header::TopicFilterType::SingleTag,
+                order: false,
+                ..remoting_protocol::header::CreateTopicRequestHeader::default()
+            },
+        );
+        let answer = self.invoke(create).await;
+        assert_eq!(
+            answer.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            answer.remark
+        );
     }
 
     /// The broker, the client, the broker's address and the directory that
