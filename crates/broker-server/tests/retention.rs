@@ -54,7 +54,9 @@ async fn min_offset(b: &TestBroker) -> i64 {
 async fn expired_files_go_on_request_and_lagging_groups_are_counted_first() {
     let port = proc_harness::free_port().unwrap();
     let port_text = port.to_string();
-    // An hour far from now, so that only the request starts a deletion.
+    // An hour far from now and the highest space ratio, so that only the
+    // request starts a deletion (a shared disk may well be over the default
+    // 75%; past diskSpaceCleanForciblyRatio, 85%, files would go anyway).
     let later = ((chrono::Local::now().hour() + 12) % 24).to_string();
     let b = TestBroker::start(&[
         ("metricsListenPort", port_text.as_str()),
@@ -64,6 +66,7 @@ async fn expired_files_go_on_request_and_lagging_groups_are_counted_first() {
         ("flushIntervalCommitLog", "10"),
         ("fileReservedTime", "0"),
         ("deleteWhen", later.as_str()),
+        ("diskMaxUsedSpaceRatio", "95"),
         ("cleanResourceInterval", "20"),
         ("deleteCommitLogFilesInterval", "0"),
         ("deleteConsumeQueueFilesInterval", "0"),
