@@ -91,11 +91,14 @@ pub fn run_suite(root: &Path, options: Options) -> Result<()> {
     let ns_port = free_port()?;
     let ns_addr = loopback(ns_port);
     let mut procs = Vec::new();
+    let kv_config = dir.join("namesrv").join("kvConfig.json");
     let namesrv = Launch::new("namesrv", &namesrv_bin, dir.join("namesrv.log")).args([
         "--bind",
         "127.0.0.1",
         "--listen-port",
         &ns_port.to_string(),
+        "--kv-config-path",
+        &kv_config.to_string_lossy(),
     ]);
     procs.push(start(namesrv)?);
     let mut brokers = Vec::new();

@@ -180,11 +180,24 @@ impl Broker {
                 listen_port: local.port(),
                 max_connections: b.max_connections,
                 max_connections_per_address: b.max_connections_per_address,
+                kv_config_path: Some(
+                    config
+                        .store
+                        .store_path_root_dir
+                        .join("namesrv")
+                        .join("kvConfig.json"),
+                ),
                 ..name_server::NamesrvConfig::default()
             };
+            let kv_config =
+                name_server::open_kv_config(&ns_config).map_err(|e| BrokerError::Io {
+                    what: "load the embedded name server's kv config".into(),
+                    source: std::io::Error::other(e),
+                })?;
             tasks.push(tokio::spawn(name_server::run(
                 listener,
                 ns_config,
+                kv_config,
                 namesrv_shutdown.clone(),
             )));
         }

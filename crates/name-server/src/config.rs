@@ -5,7 +5,7 @@
 //! and its valid range; [`NamesrvConfig::validate`] checks them and names the
 //! key.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -50,6 +50,12 @@ pub struct NamesrvConfig {
     /// Most connections open at once from one IP address; a further one is
     /// closed as soon as it is accepted. Default 1000; at least 1.
     pub max_connections_per_address: usize,
+    /// The file that keeps the key-value configuration (`PUT_KV_CONFIG` and
+    /// friends) across restarts, in RocketMQ's `kvConfig.json` format.
+    /// Default: none, items live in memory only. The `namesrv` binary sets
+    /// `~/namesrv/kvConfig.json` as RocketMQ does; the broker's embedded
+    /// name server uses `<storePathRootDir>/namesrv/kvConfig.json`.
+    pub kv_config_path: Option<PathBuf>,
 }
 
 impl Default for NamesrvConfig {
@@ -61,6 +67,7 @@ impl Default for NamesrvConfig {
             delete_topic_with_broker_registration: false,
             max_connections: 10_000,
             max_connections_per_address: 1_000,
+            kv_config_path: None,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! serve a topic. Usable as a library so that the broker can embed it.
 //!
 //! The core is synchronous and does no I/O: [`RouteRegistry`] holds the
-//! routes, [`KvConfig`] the key-value configuration (in memory only),
+//! routes, [`KvConfig`] the key-value configuration (kept in a file when
+//! `kvConfigPath` names one),
 //! [`NameServerProcessor`] turns requests into responses. [`run`]
 //! serves them over TCP (the `namesrv` binary and the broker's embedded name
 //! server use it). A transport
@@ -25,8 +26,8 @@ pub mod registry;
 pub mod server;
 
 pub use config::{ConfigError, NamesrvConfig};
-pub use kv_config::KvConfig;
+pub use kv_config::{KvConfig, KvConfigError};
 pub use legacy_json::to_legacy_json;
 pub use processor::NameServerProcessor;
 pub use registry::{RegisterResult, RouteRegistry};
-pub use server::run;
+pub use server::{open_kv_config, run};

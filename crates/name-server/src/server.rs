@@ -11,7 +11,10 @@ use remoting_net::{serve, CancellationToken, Connection, Handler, ServerOptions}
 use remoting_protocol::RemotingCommand;
 use tokio::net::TcpListener;
 
-use crate::{NameServerProcessor, NamesrvConfig, RouteRegistry};
+use crate::{
+    kv_config::{KvConfig, KvConfigError},
+    NameServerProcessor, NamesrvConfig, RouteRegistry,
+};
 
 struct NamesrvHandler {
     processor: NameServerProcessor,
@@ -34,12 +37,30 @@ impl Handler for NamesrvHandler {
     }
 }
 
-/// Serves the name server on `listener` until `shutdown` fires, scanning for
-/// silent brokers every `scanNotActiveBrokerInterval`.
-pub async fn run(listener: TcpListener, config: NamesrvConfig, shutdown: CancellationToken) {
+/// Loads the key-value configuration `config` names (`kvConfigPath`), or
+/// an empty in-memory one.
+///
+/// # Errors
+/// [`KvConfigError`] when the file exists but cannot be read or parsed.
+pub fn open_kv_config(config: &NamesrvConfig) -> Result<Arc<KvConfig>, KvConfigError> {
+    Ok(Arc::new(match &config.kv_config_path {
+        Some(path) => KvConfig::open(path.clone())?,
+        None => KvConfig::new(),
+    }))
+}
+
+/// Serves the name server on `listener`, with `kv_config` (see
+/// [`open_kv_config`]), until `shutdown` fires, scanning for silent brokers
+/// every `scanNotActiveBrokerInterval`.
+pub async fn run(
+    listener: TcpListener,
+    config: NamesrvConfig,
+    kv_config: Arc<KvConfig>,
+    shutdown: CancellationToken,
+) {
     let registry = Arc::new(RouteRegistry::from_config(&config));
     let handler = Arc::new(NamesrvHandler {
-        processor: NameServerProcessor::new(Arc::clone(&registry)),
+        processor: NameServerProcessor::with_kv_config(Arc::clone(&registry), kv_config),
     });
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "name server listening");

@@ -18,6 +18,10 @@ struct Args {
     /// How often silent brokers are dropped (ms).
     #[arg(long, default_value_t = 5000)]
     scan_not_active_broker_interval: u64,
+    /// File that keeps the key-value configuration across restarts
+    /// (RocketMQ's default `~/namesrv/kvConfig.json`).
+    #[arg(long)]
+    kv_config_path: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -32,11 +36,16 @@ async fn main() -> anyhow::Result<()> {
     let config = NamesrvConfig {
         listen_port: args.listen_port,
         scan_not_active_broker_interval: args.scan_not_active_broker_interval,
+        kv_config_path: args.kv_config_path.or_else(|| {
+            std::env::var_os("HOME")
+                .map(|home| std::path::PathBuf::from(home).join("namesrv/kvConfig.json"))
+        }),
         ..NamesrvConfig::default()
     };
     config
         .validate()
         .context("invalid name server configuration")?;
+    let kv_config = name_server::open_kv_config(&config)?;
     let addr = format!("{}:{}", args.bind, config.listen_port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -48,7 +57,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down");
         stop.cancel();
     });
-    name_server::run(listener, config, shutdown).await;
+    name_server::run(listener, config, kv_config, shutdown).await;
     Ok(())
 }
 

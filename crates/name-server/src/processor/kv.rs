@@ -11,17 +11,23 @@ use remoting_protocol::{
 };
 
 use super::bad_header;
-use crate::kv_config::KvConfig;
+use crate::kv_config::{KvConfig, KvConfigError};
 
 /// Sets the item.
 pub(super) fn put(kv: &KvConfig, req: &RemotingCommand) -> RemotingCommand {
     match req.decode_header::<PutKvConfigRequestHeader>() {
-        Ok(header) => {
-            kv.put(&header.namespace, &header.key, &header.value);
-            req.response_to(ResponseCode::SUCCESS, None)
-        }
+        Ok(header) => match kv.put(&header.namespace, &header.key, &header.value) {
+            Ok(_) => req.response_to(ResponseCode::SUCCESS, None),
+            Err(e) => not_saved(req, &e),
+        },
         Err(err) => bad_header(req, "PUT_KV_CONFIG", &err),
     }
+}
+
+/// `SYSTEM_ERROR` naming the file that could not be written.
+fn not_saved(req: &RemotingCommand, err: &KvConfigError) -> RemotingCommand {
+    tracing::error!(error = %err, "kv config change refused");
+    req.response_to(ResponseCode::SYSTEM_ERROR, Some(err.to_string()))
 }
 
 /// Answers with the item's value in the response header, or
@@ -48,10 +54,10 @@ pub(super) fn get(kv: &KvConfig, req: &RemotingCommand) -> RemotingCommand {
 /// Removes the item; answers success whether or not it existed.
 pub(super) fn delete(kv: &KvConfig, req: &RemotingCommand) -> RemotingCommand {
     match req.decode_header::<DeleteKvConfigRequestHeader>() {
-        Ok(header) => {
-            kv.delete(&header.namespace, &header.key);
-            req.response_to(ResponseCode::SUCCESS, None)
-        }
+        Ok(header) => match kv.delete(&header.namespace, &header.key) {
+            Ok(_) => req.response_to(ResponseCode::SUCCESS, None),
+            Err(e) => not_saved(req, &e),
+        },
         Err(err) => bad_header(req, "DELETE_KV_CONFIG", &err),
     }
 }

@@ -389,3 +389,46 @@ fn a_registration_answers_with_the_order_topic_kv_namespace() {
         BTreeMap::from([("OrderTopic".to_owned(), "broker-a:4".to_owned())])
     );
 }
+
+#[test]
+fn a_kv_change_that_cannot_be_saved_is_refused_and_not_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("namesrv");
+    let kv = crate::KvConfig::open(sub.join("kvConfig.json")).unwrap();
+    let p = NameServerProcessor::with_kv_config(Arc::new(RouteRegistry::new()), Arc::new(kv));
+    put_kv(&p, "ns", "kept", "v");
+    // The file's directory becomes a regular file: no later write succeeds.
+    std::fs::remove_dir_all(&sub).unwrap();
+    std::fs::write(&sub, b"").unwrap();
+    let req = RemotingCommand::request_with_header(
+        RequestCode::PUT_KV_CONFIG,
+        &PutKvConfigRequestHeader {
+            namespace: "ns".into(),
+            key: "new".into(),
+            value: "v".into(),
+        },
+    );
+    let resp = handle(&p, &req);
+    assert_eq!(resp.response_code(), ResponseCode::SYSTEM_ERROR);
+    let remark = resp.remark.unwrap_or_default();
+    assert!(
+        remark.contains("kvConfigPath") && remark.contains("the change was not made"),
+        "{remark}"
+    );
+    assert_eq!(
+        get_kv(&p, "ns", "new").response_code(),
+        ResponseCode::QUERY_NOT_FOUND
+    );
+    let req = RemotingCommand::request_with_header(
+        RequestCode::DELETE_KV_CONFIG,
+        &DeleteKvConfigRequestHeader {
+            namespace: "ns".into(),
+            key: "kept".into(),
+        },
+    );
+    assert_eq!(handle(&p, &req).response_code(), ResponseCode::SYSTEM_ERROR);
+    assert_eq!(
+        get_kv(&p, "ns", "kept").response_code(),
+        ResponseCode::SUCCESS
+    );
+}
