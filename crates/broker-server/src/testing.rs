@@ -7,7 +7,8 @@ use crate::{Broker, BrokerConfig, BrokerError};
 
 /// Starts a broker storing under `dir`, with ports picked by the system
 /// (the gRPC endpoint's too, unless `overrides` set `grpcListenPort`),
-/// 4 MiB CommitLog files, 1 MiB message limit and metrics off; `overrides`
+/// 4 MiB CommitLog files, 1 MiB message limit, IndexFiles of 10,000 slots
+/// and 40,000 entries and metrics off; `overrides`
 /// (`key=value`) apply on top.
 ///
 /// # Errors
@@ -21,6 +22,8 @@ pub async fn start_broker(dir: &Path, overrides: &[(&str, &str)]) -> Result<Brok
         ("mappedFileSizeCommitLog", (4 * 1024 * 1024).to_string()),
         ("mappedFileSizeConsumeQueue", (10_000 * 20).to_string()),
         ("maxMessageSize", (1024 * 1024).to_string()),
+        ("maxHashSlotNum", 10_000.to_string()),
+        ("maxIndexNum", 40_000.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

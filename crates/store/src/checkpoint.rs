@@ -84,6 +84,17 @@ impl Checkpoint {
         self.logics_msg_timestamp.fetch_max(ts, Ordering::AcqRel);
     }
 
+    /// Store timestamp of the newest message of the last IndexFile known
+    /// durable (set when a full IndexFile has been flushed).
+    pub fn index_msg_timestamp(&self) -> i64 {
+        self.index_msg_timestamp.load(Ordering::Acquire)
+    }
+
+    /// Sets the IndexFile timestamp (it never moves backwards).
+    pub fn set_index_msg_timestamp(&self, ts: i64) {
+        self.index_msg_timestamp.fetch_max(ts, Ordering::AcqRel);
+    }
+
     /// RocketMQ's recovery bound: the older of the two timestamps, less 3 s
     /// of margin, never below 0.
     pub fn min_timestamp(&self) -> i64 {
@@ -127,12 +138,15 @@ mod tests {
         cp.set_physic_msg_timestamp(10_000);
         cp.set_logics_msg_timestamp(9_000);
         cp.set_physic_msg_timestamp(5);
+        cp.set_index_msg_timestamp(7_000);
         cp.flush().unwrap();
         let raw = std::fs::read(&path).unwrap();
         assert_eq!(raw.len(), 4096);
         assert_eq!(&raw[0..8], &10_000i64.to_be_bytes());
         assert_eq!(&raw[8..16], &9_000i64.to_be_bytes());
+        assert_eq!(&raw[16..24], &7_000i64.to_be_bytes());
         let again = Checkpoint::open(&path).unwrap();
+        assert_eq!(again.index_msg_timestamp(), 7_000);
         assert_eq!(again.min_timestamp(), 6_000);
     }
 }

@@ -132,6 +132,21 @@ pub struct StoreConfig {
     /// Allow deleting files that have not expired when the disk is above
     /// `diskSpaceCleanForciblyRatio`. Default true.
     pub clean_file_forcibly_enable: bool,
+    /// Index every message by its `UNIQ_KEY` and `KEYS` in the IndexFiles
+    /// under `<storePathRootDir>/index`, for queries by key. Default true.
+    pub message_index_enable: bool,
+    /// Hash slots of one IndexFile (4 bytes each). Default 5,000,000;
+    /// 1..=100,000,000.
+    pub max_hash_slot_num: usize,
+    /// Entries of one IndexFile (20 bytes each; entry 0 is never used).
+    /// Default 20,000,000; 2..=100,000,000.
+    pub max_index_num: usize,
+    /// Most messages one query by key returns, whatever it asks for.
+    /// Default 64; 1..=10000.
+    pub max_msgs_num_batch: usize,
+    /// Messages a query by unique key (message id) asks for. Default 32;
+    /// 1..=10000.
+    pub default_query_max_num: usize,
     /// Fault injection: sleep this long (ms) inside the put lock on every
     /// append. For tests and demonstrations only. Default 0 (off).
     pub fault_put_lock_delay_mills: u64,
@@ -178,6 +193,11 @@ impl Default for StoreConfig {
             disk_space_warning_level_ratio: 90,
             disk_space_clean_forcibly_ratio: 85,
             clean_file_forcibly_enable: true,
+            message_index_enable: true,
+            max_hash_slot_num: 5_000_000,
+            max_index_num: 20_000_000,
+            max_msgs_num_batch: 64,
+            default_query_max_num: 32,
             fault_put_lock_delay_mills: 0,
             fault_flush_delay_mills: 0,
         }
@@ -267,6 +287,11 @@ impl StoreConfig {
     /// The ConsumeQueue root directory.
     pub fn consume_queue_dir(&self) -> PathBuf {
         self.store_path_root_dir.join("consumequeue")
+    }
+
+    /// The IndexFile directory.
+    pub fn index_dir(&self) -> PathBuf {
+        self.store_path_root_dir.join("index")
     }
 
     /// Checks every value and the rules between them.
@@ -368,6 +393,10 @@ impl StoreConfig {
             30,
             85,
         )?;
+        range("maxHashSlotNum", self.max_hash_slot_num, 1, 100_000_000)?;
+        range("maxIndexNum", self.max_index_num, 2, 100_000_000)?;
+        range("maxMsgsNumBatch", self.max_msgs_num_batch, 1, 10_000)?;
+        range("defaultQueryMaxNum", self.default_query_max_num, 1, 10_000)?;
         range(
             "faultPutLockDelayMills",
             self.fault_put_lock_delay_mills,
@@ -423,6 +452,16 @@ mod tests {
         assert_eq!(c.mapped_file_size_commit_log, 1 << 30);
         assert_eq!(c.flush_disk_type, FlushDiskType::AsyncFlush);
         assert_eq!(c.os_page_cache_busy_time_out_mills, 1000);
+        assert!(c.message_index_enable);
+        assert_eq!(
+            (
+                c.max_hash_slot_num,
+                c.max_index_num,
+                c.max_msgs_num_batch,
+                c.default_query_max_num
+            ),
+            (5_000_000, 20_000_000, 64, 32)
+        );
         c.validate().unwrap();
     }
 
@@ -503,5 +542,37 @@ mod tests {
         let err = c.validate().unwrap_err();
         assert_eq!(err.key, "mappedFileSizeCommitLog");
         assert!(err.to_string().contains("4096"), "{err}");
+        let c = StoreConfig {
+            max_index_num: 1,
+            ..StoreConfig::default()
+        };
+        let err = c.validate().unwrap_err();
+        assert_eq!(err.key, "maxIndexNum");
+        assert!(err.to_string().contains("2..=100000000"), "{err}");
+        for (c, key) in [
+            (
+                StoreConfig {
+                    max_hash_slot_num: 0,
+                    ..StoreConfig::default()
+                },
+                "maxHashSlotNum",
+            ),
+            (
+                StoreConfig {
+                    max_msgs_num_batch: 0,
+                    ..StoreConfig::default()
+                },
+                "maxMsgsNumBatch",
+            ),
+            (
+                StoreConfig {
+                    default_query_max_num: 10_001,
+                    ..StoreConfig::default()
+                },
+                "defaultQueryMaxNum",
+            ),
+        ] {
+            assert_eq!(c.validate().unwrap_err().key, key);
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The dispatch (RocketMQ's reput service): follows the CommitLog, writes a
-//! ConsumeQueue entry for every committed message, and tells the arrival
-//! listener which queues grew.
+//! ConsumeQueue entry for every committed message, indexes its keys in the
+//! IndexFiles, and tells the arrival listener which queues grew.
 
 use std::{
     collections::HashMap,
@@ -122,6 +122,9 @@ impl Inner {
         {
             // A record of a deleted topic's former incarnation.
             return;
+        }
+        if self.index.enabled() && transaction_type(m.sys_flag) != TRANSACTION_ROLLBACK_TYPE {
+            self.index.build(m);
         }
         if matches!(
             transaction_type(m.sys_flag),

@@ -25,6 +25,7 @@
 //!   acknowledgements and the [`FlushTicket`].
 //! - `commit_log`, `consume_queue`, `file_queue`, `mmap` (the only `unsafe`
 //!   code), `pool`, `checkpoint`, `recovery`: the files and what is in them.
+//! - `index`: the IndexFiles and queries by key (`UNIQ_KEY` and `KEYS`).
 //!   The record layout itself is `message_model::record`.
 //! - `sync_log`: power-loss testing, a record of what each sync made
 //!   durable and [`cut_power`], which drops everything else.
@@ -38,6 +39,7 @@ mod dispatch;
 mod error;
 mod file_queue;
 mod group_commit;
+mod index;
 mod mmap;
 mod pool;
 mod recovery;
@@ -54,6 +56,7 @@ pub use consume_queue::CqEntry;
 pub use dispatch::ArrivalListener;
 pub use error::{PutError, StoreError};
 pub use group_commit::{FlushTicket, GroupCommitStats};
+pub use index::QueryResult;
 pub use message_model::MessageToStore;
 pub use mmap::flush_calls;
 pub use retention::{Expiring, RetentionListener, RetentionStats};

@@ -444,6 +444,104 @@ fn enough_pages(from: usize, to: usize, size: usize, least_pages: usize) -> bool
     to / OS_PAGE_SIZE - from / OS_PAGE_SIZE >= least_pages
 }
 
+/// A file mapped for reading and writing anywhere in it (an IndexFile).
+/// Writing takes `&mut self`, so a holder that shares it behind a lock
+/// gives readers a plain slice. The file is sparse: blocks are allocated
+/// with [`RandomAccessFile::allocate`] before their bytes are written, so
+/// that a store into the mapping never hits a hole on a full disk.
+#[derive(Debug)]
+pub struct RandomAccessFile {
+    path: PathBuf,
+    file: File,
+    map: memmap2::MmapMut,
+}
+
+impl RandomAccessFile {
+    /// Creates a new sparse file of `size` bytes and maps it; nothing is
+    /// allocated yet.
+    ///
+    /// # Errors
+    /// The file exists or cannot be sized or mapped.
+    pub fn create(path: &Path, size: usize) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        if let Err(e) = file.set_len(size as u64) {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+        sync_log::created(path);
+        Self::map(path, file, size)
+    }
+
+    /// Maps an existing file, which must be exactly `size` bytes long.
+    ///
+    /// # Errors
+    /// The file cannot be opened, has another length, or cannot be mapped.
+    pub fn open(path: &Path, size: usize) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let len = file.metadata()?.len();
+        if len != size as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is {len} bytes long, expected {size}", path.display()),
+            ));
+        }
+        Self::map(path, file, size)
+    }
+
+    fn map(path: &Path, file: File, size: usize) -> io::Result<Self> {
+        // SAFETY: the store maps each of its files once, and nothing in this
+        // process writes the file other than through this mapping; as for
+        // every mapped store file, a change by another process is outside
+        // what the store guards against (the store directory is locked).
+        let map = unsafe { MmapOptions::new().len(size).map_mut(&file)? };
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            map,
+        })
+    }
+
+    /// The whole mapping.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The whole mapping, for writing. Only allocated ranges may be written.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+
+    /// Allocates the disk blocks of `[from, from + len)`.
+    ///
+    /// # Errors
+    /// The disk is full (`StorageFull`) or the filesystem refuses.
+    pub fn allocate(&self, from: usize, len: usize) -> io::Result<()> {
+        rustix::fs::fallocate(
+            &self.file,
+            rustix::fs::FallocateFlags::empty(),
+            from as u64,
+            len as u64,
+        )
+        .map_err(io::Error::from)
+    }
+
+    /// Makes the whole file durable.
+    ///
+    /// # Errors
+    /// The error of `msync`.
+    pub fn flush(&self) -> io::Result<()> {
+        self.map.flush()?;
+        FLUSH_CALLS.fetch_add(1, Ordering::Relaxed);
+        sync_log::synced(&self.path, self.map.len());
+        Ok(())
+    }
+}
+
 /// Anonymous (off-heap) memory of a fixed size, used as a write buffer.
 #[derive(Debug)]
 pub struct AnonBuffer {

@@ -5,7 +5,9 @@
 //! that holds a valid first record. After a crash it starts at the newest file
 //! whose first record is older than the checkpoint's bound, validating every
 //! record (magic, size, physical offset, and body CRC when
-//! `checkCRCOnRecover`), and everything from that file on is indexed again.
+//! `checkCRCOnRecover`), and everything from that file on is indexed again
+//! (from an earlier file when the IndexFiles need it: the store moves the
+//! start back with [`file_start`]).
 
 use std::{fs, path::Path, time::Instant};
 
@@ -25,6 +27,8 @@ pub(crate) struct Recovered {
     pub queues: Vec<ConsumeQueue>,
     /// Where indexing resumes.
     pub reput_from: u64,
+    /// Physical offset after the last valid record.
+    pub end: u64,
 }
 
 /// Recovers the CommitLog and the ConsumeQueues.
@@ -97,7 +101,20 @@ pub(crate) fn recover(
         commit_log_files: files,
         queues,
         reput_from,
+        end,
     })
+}
+
+/// The start of the file that holds `offset` (the first file's start when
+/// `offset` is below it, 0 without files): a record boundary from which a
+/// dispatch can run.
+pub(crate) fn file_start(files: &[MappedFile], offset: u64) -> u64 {
+    files
+        .iter()
+        .rev()
+        .find(|f| f.from_offset() <= offset)
+        .or(files.first())
+        .map_or(0, MappedFile::from_offset)
 }
 
 /// The newest file whose first record is a valid message (0 if none).

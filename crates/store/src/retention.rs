@@ -4,7 +4,8 @@
 //! `diskSpaceCleanForciblyRatio`, and on request; it refuses writes past
 //! `diskSpaceWarningLevelRatio` until cleaning brings use back to the
 //! forcible ratio. Then it deletes the ConsumeQueue files whose messages
-//! are gone and moves every queue's minimum offset forward.
+//! are gone and moves every queue's minimum offset forward, and the
+//! IndexFiles (oldest first, never the newest) whose messages are all gone.
 //!
 //! # Invariants
 //! - The last (active) CommitLog file is never deleted, nor a file that is
@@ -325,7 +326,8 @@ impl Inner {
     }
 
     /// Once the CommitLog's minimum moved: deletes the ConsumeQueue files
-    /// whose entries all point below it and moves each queue's minimum,
+    /// whose entries all point below it and moves each queue's minimum, then
+    /// the IndexFiles whose entries all point below it,
     /// pausing `deleteConsumeQueueFilesInterval` after each queue that lost
     /// files when `paced`.
     pub(crate) fn clean_queues(&self, paced: bool) {
@@ -361,6 +363,11 @@ impl Inner {
             if self.clean.is_stopped() {
                 return;
             }
+        }
+        let index_files = self.index.delete_expired(min);
+        if index_files > 0 {
+            metrics::counter!("sluice_store_retention_deleted_files_total", "kind" => "index")
+                .increment(index_files as u64);
         }
         self.retention
             .queues_cleaned_for

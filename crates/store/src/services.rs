@@ -262,7 +262,8 @@ impl Inner {
     }
 
     /// Flushes the ConsumeQueues (see [`MappedFile::flush`] for
-    /// `least_pages`) and writes the checkpoint. Only a flush of every dirty
+    /// `least_pages`) and the IndexFiles that are full, and writes the
+    /// checkpoint. Only a flush of every dirty
     /// page (`least_pages` 0) moves the checkpoint's ConsumeQueue time: a
     /// partial one may leave the newest entries of a queue unflushed, and
     /// recovery after a crash trusts that time.
@@ -277,6 +278,7 @@ impl Inner {
                 .commit_log
                 .poison(format!("consume queue flush failed: {e}")),
         }
+        self.index.flush_full(&self.checkpoint);
         if let Err(e) = self.checkpoint.flush() {
             tracing::warn!(cause = %e, "cannot write checkpoint");
         }

@@ -1,7 +1,7 @@
 //! The state that the store's facade and its background threads share: the
 //! CommitLog, the ConsumeQueue map, the checkpoint, the transient store pool,
-//! the group commit, one wake-up signal per thread and the timestamps that
-//! the checkpoint records.
+//! the IndexFiles, the group commit, one wake-up signal per thread and the
+//! timestamps that the checkpoint records.
 
 use std::{
     collections::HashMap,
@@ -20,6 +20,7 @@ use crate::{
     dispatch::ArrivalSlot,
     file_queue::{FileFactory, FileQueue},
     group_commit::GroupCommit,
+    index::IndexService,
     pool::TransientStorePool,
     recovery::Recovered,
     retention::Retention,
@@ -37,6 +38,8 @@ pub(crate) struct Inner {
     pub(crate) delay_levels_ms: Vec<u64>,
     pub(crate) commit_log: CommitLog,
     pub(crate) queues: RwLock<QueueMap>,
+    /// The IndexFiles (query by key).
+    pub(crate) index: IndexService,
     pub(crate) checkpoint: Checkpoint,
     pub(crate) pool: Option<TransientStorePool>,
     /// Where the dispatch resumes: everything before it is indexed.
@@ -70,6 +73,7 @@ impl Inner {
         checkpoint: Checkpoint,
         pool: Option<TransientStorePool>,
         recovered: Recovered,
+        index: IndexService,
     ) -> Self {
         let factory = FileFactory {
             file_size: config.mapped_file_size_commit_log,
@@ -106,6 +110,7 @@ impl Inner {
             reput_from: AtomicU64::new(recovered.reput_from.min(end)),
             commit_log,
             queues: RwLock::new(queues),
+            index,
             checkpoint,
             pool,
             last_store_ts: AtomicI64::new(0),

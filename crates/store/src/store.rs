@@ -25,6 +25,7 @@ use crate::{
     dispatch::ArrivalListener,
     error::{PutError, StoreError},
     group_commit::{FlushTicket, GroupCommitStats},
+    index::{IndexService, QueryResult},
     pool::TransientStorePool,
     recovery,
     retention::{RetentionListener, RetentionStats},
@@ -150,8 +151,29 @@ impl MessageStore {
         } else {
             None
         };
-        let recovered = recovery::recover(&config, &checkpoint, crashed)?;
-        let inner = Arc::new(Inner::new(config, checkpoint, pool, recovered));
+        let mut recovered = recovery::recover(&config, &checkpoint, crashed)?;
+        let index_dir = config.index_dir();
+        let index = IndexService::load(
+            &config,
+            checkpoint.index_msg_timestamp(),
+            crashed,
+            recovered.end,
+        )
+        .map_err(StoreError::io("load index files", &index_dir))?;
+        if let Some(from) = index.dispatch_from.filter(|_| config.message_index_enable) {
+            // The IndexFiles dropped after the crash are built again from
+            // the CommitLog file that holds the last message still indexed.
+            recovered.reput_from = recovered
+                .reput_from
+                .min(recovery::file_start(&recovered.commit_log_files, from));
+        }
+        let inner = Arc::new(Inner::new(
+            config,
+            checkpoint,
+            pool,
+            recovered,
+            index.service,
+        ));
         let fence_path = topic_delete::fence_path(&root);
         let fences = topic_delete::load_fences(&fence_path)
             .map_err(StoreError::io("read deleted topics", &fence_path))?;
@@ -409,6 +431,24 @@ impl MessageStore {
         )
     }
 
+    /// The messages of `topic` indexed under `key` (a `KEYS` entry or a
+    /// `UNIQ_KEY`) and stored within `[begin_ms, end_ms]`: at most
+    /// `max_num`, and never more than `maxMsgsNumBatch`. The IndexFiles are
+    /// searched newest first and only the key's hash is compared, so a
+    /// record may carry another key of the same hash; records no longer in
+    /// the CommitLog are left out.
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> QueryResult {
+        self.inner
+            .query_message(topic, key, max_num, begin_ms, end_ms)
+    }
+
     /// The record at a physical offset.
     pub fn lookup_message(&self, commit_log_offset: u64) -> Option<Bytes> {
         self.inner.commit_log.read_record(commit_log_offset)
@@ -547,9 +587,14 @@ impl MessageStore {
         // covered it, FLUSH_DISK_TIMEOUT otherwise.
         inner.group_commit.close(flushed.as_ref().ok().copied());
         let queues_flushed = inner.flush_queues(0);
+        let index_flushed = inner.index.flush_all(&inner.checkpoint);
+        if let Err(e) = &index_flushed {
+            tracing::error!(cause = %e, "cannot flush index files");
+        }
         let checkpoint = inner.checkpoint.flush();
         let clean = flushed.is_ok()
             && queues_flushed.is_ok()
+            && index_flushed.is_ok()
             && checkpoint.is_ok()
             && !inner.commit_log.is_poisoned();
         if clean {

@@ -1,6 +1,7 @@
 //! Crash safety: a writer process is killed with SIGKILL at a random moment,
 //! the store is recovered, and every append the writer saw acknowledged must
-//! be there, intact, at the offsets it was given. Several cycles per flush
+//! be there, intact, at the offsets it was given, and found once by its
+//! unique key. Several cycles per flush
 //! mode, each cycle appending to a fresh topic of the same store.
 #![allow(clippy::unwrap_used)]
 
@@ -34,6 +35,7 @@ fn verify(store: &MessageStore, topic: &str, acks: &[WriterAck]) {
             "message {}",
             ack.index
         );
+        common::assert_found_by_unique_key(store, topic, ack);
     }
 }
 
@@ -43,6 +45,8 @@ fn crash_cycles(flush: &str, cycles: usize) {
         mapped_file_size_commit_log: 1024 * 1024,
         mapped_file_size_consume_queue: 1000 * 20,
         max_message_size: 64 * 1024,
+        max_hash_slot_num: 10_000,
+        max_index_num: 40_000,
         ..StoreConfig::with_root(dir.path())
     };
     let mut history: Vec<(String, Vec<WriterAck>)> = Vec::new();

@@ -29,6 +29,8 @@ fn full_disk_refuses_appends_serves_reads_and_recovers() {
         mapped_file_size_consume_queue: 100 * 20,
         max_message_size: 64 * 1024,
         flush_interval_consume_queue: 20,
+        max_hash_slot_num: 1000,
+        max_index_num: 4000,
         // This test is about a failed file creation alone; the cleaner's
         // disk ratios are tested in retention.rs.
         clean_resource_interval: 3_600_000,

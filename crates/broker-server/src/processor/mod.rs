@@ -16,6 +16,7 @@ pub(crate) mod end_transaction;
 mod groups;
 mod orderly;
 mod pull_message;
+mod query_message;
 mod send_back;
 mod send_message;
 mod topic_admin;
@@ -151,6 +152,7 @@ pub static TABLE: &[Route] = {
             topic_admin::earliest_store_time,
         ),
         now(C::VIEW_MESSAGE_BY_ID, Family::Admin, admin::view_message),
+        now(C::QUERY_MESSAGE, Family::Admin, query_message::query),
         now(C::LOCK_BATCH_MQ, Family::Admin, orderly::lock_batch),
         now(C::UNLOCK_BATCH_MQ, Family::Admin, orderly::unlock_batch),
         admin(C::UPDATE_AND_CREATE_TOPIC, admin::create_topic),

@@ -23,6 +23,7 @@ mod client;
 mod namesrv;
 mod offset;
 mod pull;
+mod query;
 mod send;
 mod transaction;
 
@@ -52,6 +53,7 @@ pub use offset::{
     QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 pub use pull::{is_tag_type, PullMessageRequestHeader, PullMessageResponseHeader};
+pub use query::{QueryMessageRequestHeader, QueryMessageResponseHeader, UNIQUE_KEY_QUERY};
 pub use send::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 pub use transaction::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 

@@ -30,6 +30,8 @@ fn main() -> ExitCode {
         mapped_file_size_commit_log: 1024 * 1024,
         mapped_file_size_consume_queue: 1000 * 20,
         max_message_size: 64 * 1024,
+        max_hash_slot_num: 10_000,
+        max_index_num: 40_000,
         flush_disk_type,
         ..StoreConfig::with_root(dir)
     };

@@ -62,6 +62,8 @@ fn small_store(dir: &Path) -> MessageStore {
         mapped_file_size_commit_log: 256 * 1024,
         mapped_file_size_consume_queue: 100 * 20,
         max_message_size: 64 * 1024,
+        max_hash_slot_num: 1000,
+        max_index_num: 4000,
         ..StoreConfig::with_root(dir)
     })
     .expect("open store")

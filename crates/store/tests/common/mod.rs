@@ -17,6 +17,8 @@ pub fn config(dir: &Path) -> StoreConfig {
         mapped_file_size_consume_queue: 100 * 20,
         max_message_size: 64 * 1024,
         flush_interval_consume_queue: 50,
+        max_hash_slot_num: 1000,
+        max_index_num: 4000,
         ..StoreConfig::with_root(dir)
     }
 }
@@ -55,6 +57,26 @@ pub fn record_body(record: &[u8]) -> Vec<u8> {
         message_model::record::Record::Message(m) => m.body.to_vec(),
         other => panic!("not a valid record: {other:?}"),
     }
+}
+
+/// Checks that `crash_writer`'s message `ack.index` is found once by its
+/// unique key (the index `i` as text) in `topic`, at its offset.
+pub fn assert_found_by_unique_key(store: &store::MessageStore, topic: &str, ack: &WriterAck) {
+    let found = store.query_message(topic, &ack.index.to_string(), 32, 0, i64::MAX);
+    let offsets: Vec<i64> = found
+        .messages
+        .iter()
+        .map(|r| match message_model::record::check(r, false) {
+            message_model::record::Record::Message(m) => m.physical_offset,
+            other => panic!("not a valid record: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        offsets,
+        [ack.physical_offset as i64],
+        "message {} by its unique key",
+        ack.index
+    );
 }
 
 /// A tmpfs of a given size mounted for a test (needs root), unmounted on drop.
