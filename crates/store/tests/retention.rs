@@ -182,6 +182,8 @@ fn a_small_disk_never_fills_and_writes_resume_by_themselves() {
         clean_resource_interval: 10,
         delete_commit_log_files_interval: 0,
         delete_consume_queue_files_interval: 0,
+        // Its own small disk: unexpired files must go when it fills.
+        clean_file_forcibly_enable: true,
         ..common::config(&disk.0.join("store"))
     })
     .unwrap();

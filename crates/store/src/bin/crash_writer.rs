@@ -33,6 +33,9 @@ fn main() -> ExitCode {
         max_hash_slot_num: 10_000,
         max_index_num: 40_000,
         flush_disk_type,
+        // Files younger than fileReservedTime stay however full the shared
+        // disk is: every acknowledged message must still be there.
+        clean_file_forcibly_enable: false,
         ..StoreConfig::with_root(dir)
     };
     let store = match MessageStore::open(config) {

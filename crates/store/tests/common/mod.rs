@@ -19,6 +19,10 @@ pub fn config(dir: &Path) -> StoreConfig {
         flush_interval_consume_queue: 50,
         max_hash_slot_num: 1000,
         max_index_num: 4000,
+        // The tests decide what retention deletes, not how full the shared
+        // disk happens to be (past diskSpaceCleanForciblyRatio unexpired
+        // files would go).
+        clean_file_forcibly_enable: false,
         ..StoreConfig::with_root(dir)
     }
 }
