@@ -52,6 +52,14 @@ pub struct ProducerConfig {
     /// 30000 ms; at least 10 ms.
     #[serde(with = "millis")]
     pub poll_name_server_interval: Duration,
+    /// How often the producer sends `HEART_BEAT` with its client id and
+    /// group to the master of every broker in its cached routes, which
+    /// lists it among the group's producers there (and lets a
+    /// transactional producer be asked about its halves). A broker new to
+    /// the producer's routes gets one soon after the route is looked up,
+    /// without waiting for this. Default 30000 ms; at least 10 ms.
+    #[serde(with = "millis")]
+    pub heartbeat_broker_interval: Duration,
     /// Timeout of a route query (RocketMQ's `mqClientApiTimeout`). Default
     /// 3000 ms; more than 0. A send also never waits past its own budget.
     #[serde(with = "millis")]
@@ -89,6 +97,7 @@ impl Default for ProducerConfig {
             client_oneway_semaphore_value: 65535,
             send_latency_fault_enable: false,
             poll_name_server_interval: Duration::from_secs(30),
+            heartbeat_broker_interval: Duration::from_secs(30),
             mq_client_api_timeout: Duration::from_millis(3000),
             create_topic_key: AUTO_CREATE_TOPIC.into(),
             default_topic_queue_nums: 4,
@@ -138,6 +147,11 @@ impl ProducerConfig {
             ("sendMsgTimeout", self.send_msg_timeout, 1),
             ("mqClientApiTimeout", self.mq_client_api_timeout, 1),
             ("pollNameServerInterval", self.poll_name_server_interval, 10),
+            (
+                "heartbeatBrokerInterval",
+                self.heartbeat_broker_interval,
+                10,
+            ),
         ] {
             if d < Duration::from_millis(min) {
                 return invalid(key, ms(d).to_string(), &format!("at least {min} ms"));
@@ -285,6 +299,7 @@ mod tests {
         assert_eq!(c.max_message_size, 4 * 1024 * 1024);
         assert_eq!(c.client_async_semaphore_value, 65535);
         assert_eq!(c.poll_name_server_interval, Duration::from_secs(30));
+        assert_eq!(c.heartbeat_broker_interval, Duration::from_secs(30));
         assert!(!c.send_latency_fault_enable);
         assert_eq!(c.compress_msg_body_over_howmuch, 4096);
         assert!(!c.enable_backpressure_for_async_mode);
@@ -316,6 +331,22 @@ mod tests {
                 ..
             })
         ));
+        let c = ProducerConfig {
+            heartbeat_broker_interval: Duration::from_millis(9),
+            ..ProducerConfig::with_namesrv("a:1")
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(ProducerError::Config {
+                key: "heartbeatBrokerInterval",
+                ..
+            })
+        ));
+        let c = ProducerConfig {
+            heartbeat_broker_interval: Duration::from_millis(10),
+            ..ProducerConfig::with_namesrv("a:1")
+        };
+        assert!(c.validate().is_ok());
         let c = ProducerConfig {
             busy_policy: BusyPolicy::RetryWithBackoff {
                 base: Duration::from_millis(10),
@@ -351,6 +382,10 @@ mod tests {
         let c = ProducerConfig::deserialize(numbers).unwrap();
         assert_eq!(c.send_msg_timeout, Duration::from_millis(1500));
         assert_eq!(c.retry_times_when_send_failed, 5);
+        let heartbeats: MapDeserializer<'_, _, serde::de::value::Error> =
+            MapDeserializer::new([("heartbeatBrokerInterval", 500_u64)].into_iter());
+        let c = ProducerConfig::deserialize(heartbeats).unwrap();
+        assert_eq!(c.heartbeat_broker_interval, Duration::from_millis(500));
 
         let compression: MapDeserializer<'_, _, serde::de::value::Error> =
             MapDeserializer::new([("compressMsgBodyOverHowmuch", 1024_u64)].into_iter());

@@ -35,13 +35,22 @@
 //! Ordered sends ([`Producer::send_with_selector`]) replace steps 4 and 5
 //! with the caller's [`MessageQueueSelector`] and a single attempt.
 //!
+//! # Registration
+//! Every producer sends `HEART_BEAT` with its client id (`ip@pid#n`) and
+//! producer group to the master of every broker in its cached routes:
+//! soon after a send has looked a route up (the send does not wait for it)
+//! and every `heartbeatBrokerInterval`. Brokers list it among the group's
+//! producers until its connection closes, which [`Producer::shutdown`]
+//! does.
+//!
 //! # Transactions
 //! [`TransactionProducer::send_in_transaction`] stores a half message, runs
 //! the caller's local transaction and commits or rolls the half back with
 //! `END_TRANSACTION`. A half left without an outcome is settled later by
 //! the broker's `CHECK_TRANSACTION_STATE`, which any producer of the group
-//! answers through its [`TransactionListener`]; the producer registers its
-//! group with the brokers by `HEART_BEAT` for that.
+//! answers through its [`TransactionListener`]; for that the producer also
+//! registers its group at start with the brokers of the topics it names,
+//! and with a broker before ending a half sent to it.
 //!
 //! # Invariants worth naming
 //! - No send outlives its budget (`sendMsgTimeout`): permit wait, route
@@ -56,6 +65,7 @@ mod check;
 mod config;
 mod error;
 mod fault;
+mod heartbeat;
 mod message;
 mod ordered;
 mod producer;

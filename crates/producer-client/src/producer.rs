@@ -17,6 +17,7 @@ use tokio::{sync::Semaphore, task::JoinHandle};
 use crate::{
     budget::RetryBudget,
     fault::FaultTable,
+    heartbeat::{heartbeat_loop, Registration},
     ordered::{send_selected, MessageQueueSelector},
     send::{send_once, Inner},
     stats::Counters,
@@ -25,32 +26,41 @@ use crate::{
 
 /// A producer: sends messages to the brokers that serve their topics.
 ///
+/// It registers its group with the brokers of its routes by `HEART_BEAT`
+/// under its [`Producer::client_id`]: soon after a send looks a topic's
+/// route up, and every `heartbeatBrokerInterval`.
+///
 /// Cheap to share behind an `Arc`; every method takes `&self`. Dropping the
-/// producer stops its route refresher; [`Producer::shutdown`] also waits for
-/// sends under way and closes the connections.
+/// producer stops its route refresher and heartbeats; [`Producer::shutdown`]
+/// also waits for sends under way and closes the connections.
 #[derive(Debug)]
 pub struct Producer {
     inner: Arc<Inner>,
-    refresher: Mutex<Option<JoinHandle<()>>>,
+    /// The route refresher and the heartbeat task.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
     stop: CancellationToken,
 }
 
 impl Producer {
-    /// Starts a producer: checks the configuration and starts the task that
-    /// refreshes cached routes every `pollNameServerInterval`. Routes are
-    /// fetched on first use, so the name servers need not be up yet.
+    /// Starts a producer: checks the configuration and starts the tasks that
+    /// refresh cached routes every `pollNameServerInterval` and heartbeat
+    /// the brokers. Routes are fetched on first use, so the name servers
+    /// need not be up yet.
     ///
     /// # Errors
     /// [`ProducerError::Config`] naming a refused value.
     pub async fn start(config: ProducerConfig) -> Result<Self, ProducerError> {
-        Self::start_with(config, ClientOptions::default()).await
+        Self::start_with(config, ClientOptions::default(), Vec::new()).await
     }
 
     /// [`Producer::start`] with the connections' settings, such as the
-    /// server of brokers' requests.
+    /// server of brokers' requests, and topics whose brokers are registered
+    /// with from the start: their routes are looked up and every broker of
+    /// a cached route heartbeaten before this returns.
     pub(crate) async fn start_with(
         config: ProducerConfig,
         options: ClientOptions,
+        registration_topics: Vec<String>,
     ) -> Result<Self, ProducerError> {
         config.validate()?;
         let ip = local_ip(&config.namesrv_addr[0]).await;
@@ -76,18 +86,24 @@ impl Producer {
             ids: UniqueIdGenerator::new(ip, std::process::id(), fastrand::i32(..)),
             counters: Counters::default(),
             closed: AtomicBool::new(false),
+            registration: Registration::new(ip, &config.producer_group, registration_topics),
             config,
         });
+        inner.heartbeat_all().await;
         let stop = CancellationToken::new();
-        let refresher = tokio::spawn(refresh_routes(Arc::clone(&inner), stop.clone()));
+        let tasks = vec![
+            tokio::spawn(refresh_routes(Arc::clone(&inner), stop.clone())),
+            tokio::spawn(heartbeat_loop(Arc::clone(&inner), stop.clone())),
+        ];
         tracing::debug!(
             group = %inner.config.producer_group,
+            client = %inner.registration.client_id(),
             namesrv = ?inner.config.namesrv_addr,
             "producer started"
         );
         Ok(Self {
             inner,
-            refresher: Mutex::new(Some(refresher)),
+            tasks: Mutex::new(tasks),
             stop,
         })
     }
@@ -95,6 +111,13 @@ impl Producer {
     /// The configuration in force.
     pub fn config(&self) -> &ProducerConfig {
         &self.inner.config
+    }
+
+    /// The client id the producer registers with brokers under, in
+    /// RocketMQ's form `ip@pid#n`: unique among the producers of this
+    /// process.
+    pub fn client_id(&self) -> &str {
+        self.inner.registration.client_id()
     }
 
     /// Sends a message and waits for the broker's answer, within
@@ -364,7 +387,8 @@ impl Producer {
     }
 
     /// Refuses new sends, waits up to `sendMsgTimeout` for sends under way,
-    /// stops the route refresher and closes every connection. Calling it
+    /// stops the route refresher and the heartbeats and closes every
+    /// connection, which makes the brokers forget the producer. Calling it
     /// again does nothing.
     pub async fn shutdown(&self) {
         let inner = &self.inner;
@@ -384,12 +408,8 @@ impl Producer {
         drop(drained);
         inner.async_permits.close();
         inner.oneway_permits.close();
-        let refresher = self
-            .refresher
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(task) = refresher {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        for task in tasks {
             let _ = task.await;
         }
         inner.client.close_all().await;

@@ -3,6 +3,7 @@
 //! response of one attempt.
 
 use std::{
+    future::Future,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -25,6 +26,7 @@ use tracing::Instrument;
 use crate::{
     budget::{backoff, RetryBudget},
     fault::FaultTable,
+    heartbeat::Registration,
     message::{check_body, check_topic, encode_properties, encode_properties_with, Prepared},
     selector::select,
     stats::Counters,
@@ -58,6 +60,7 @@ pub(crate) struct Inner {
     pub ids: UniqueIdGenerator,
     pub counters: Counters,
     pub closed: AtomicBool,
+    pub registration: Registration,
 }
 
 /// What to do after a failed attempt.
@@ -234,13 +237,27 @@ impl Inner {
         }
     }
 
-    /// The topic's publish route.
+    /// The topic's publish route. A lookup that had to wait (it went to
+    /// the name servers) wakes the heartbeat task, which registers the
+    /// producer with the route's new brokers; a cached route is returned
+    /// on the first poll and costs nothing more.
     pub(crate) async fn route(
         &self,
         topic: &str,
         budget: &Deadline,
     ) -> Result<Arc<PublishRoute>, ProducerError> {
-        Ok(self.routes.get(&self.client, topic, budget).await?)
+        let mut lookup = std::pin::pin!(self.routes.get(&self.client, topic, budget));
+        let mut waited = false;
+        let route = std::future::poll_fn(|cx| {
+            let poll = lookup.as_mut().poll(cx);
+            waited |= poll.is_pending();
+            poll
+        })
+        .await?;
+        if waited {
+            self.registration.route_fetched();
+        }
+        Ok(route)
     }
 
     /// Sends with up to `times_total` attempts, moving to another broker
@@ -488,6 +505,7 @@ mod tests {
             ids: UniqueIdGenerator::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 1, 1),
             counters: Counters::default(),
             closed: AtomicBool::new(false),
+            registration: Registration::new(IpAddr::V4(Ipv4Addr::LOCALHOST), group, Vec::new()),
             config,
         }
     }

@@ -4,43 +4,30 @@
 //! did not end.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::BTreeMap,
     fmt,
     future::Future,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc, Mutex, PoisonError, Weak,
-    },
-    time::Duration,
+    sync::{Arc, Mutex, PoisonError},
 };
 
 use bytes::Bytes;
-use client_core::{millis, CallError, Deadline};
+use client_core::{CallError, Deadline};
 use message_model::flags::{
     TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE,
 };
-use remoting_net::{client::ClientConnection, CancellationToken, ClientOptions};
-use remoting_protocol::{
-    body::{self, HeartbeatData, ProducerData},
-    RemotingCommand, RequestCode, ResponseCode,
-};
+use remoting_net::{CancellationToken, ClientOptions};
+use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use serde::{Deserialize, Serialize};
 use tokio::{sync::mpsc, task::JoinHandle};
 
 use crate::{
-    check,
-    message::check_topic,
-    producer::local_ip,
-    send::{millis as to_ms, Inner},
-    Message, Producer, ProducerConfig, ProducerError, SendResult, SendStatus,
+    check, message::check_topic, send::Inner, Message, Producer, ProducerConfig, ProducerError,
+    SendResult, SendStatus,
 };
 
 /// The producer group RocketMQ reserves for producers that name none; a
 /// transactional producer needs a group of its own.
 const DEFAULT_PRODUCER_GROUP: &str = "DEFAULT_PRODUCER";
-
-/// Numbers the transactional producers of this process, for client ids.
-static INSTANCE: AtomicU64 = AtomicU64::new(0);
 
 /// What became of a local transaction: RocketMQ's `LocalTransactionState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -178,10 +165,11 @@ pub struct TransactionSendResult {
     pub end: EndTransactionStatus,
 }
 
-/// The settings of a [`TransactionProducer`]: a producer's, plus its
-/// heartbeats and the serving of brokers' checks. Keys deserialize in
-/// RocketMQ's camelCase, the producer's under `producer`; durations are in
-/// milliseconds; unknown keys are refused.
+/// The settings of a [`TransactionProducer`]: a producer's (its heartbeats,
+/// `heartbeatBrokerInterval`, included), plus the brokers it registers
+/// with from the start and the serving of brokers' checks. Keys
+/// deserialize in RocketMQ's camelCase, the producer's under `producer`;
+/// unknown keys are refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct TransactionConfig {
@@ -189,11 +177,6 @@ pub struct TransactionConfig {
     /// check transactions with, so it must be set and must not be
     /// `DEFAULT_PRODUCER`.
     pub producer: ProducerConfig,
-    /// How often the producer sends `HEART_BEAT` to every broker it has a
-    /// route to, registering its group there. Default 30000 ms; at least
-    /// 10 ms.
-    #[serde(with = "millis")]
-    pub heartbeat_broker_interval: Duration,
     /// Most calls of the [`TransactionListener`] at once. Default 1;
     /// 1..=256.
     pub check_thread_pool_max_size: usize,
@@ -212,7 +195,6 @@ impl Default for TransactionConfig {
     fn default() -> Self {
         Self {
             producer: ProducerConfig::default(),
-            heartbeat_broker_interval: Duration::from_secs(30),
             check_thread_pool_max_size: 1,
             check_request_hold_max: 2000,
             topics: Vec::new(),
@@ -254,13 +236,6 @@ impl TransactionConfig {
                  with any producer of its group",
             );
         }
-        if self.heartbeat_broker_interval < Duration::from_millis(10) {
-            return invalid(
-                "heartbeatBrokerInterval",
-                to_ms(self.heartbeat_broker_interval).to_string(),
-                "at least 10 ms",
-            );
-        }
         if !(1..=256).contains(&self.check_thread_pool_max_size) {
             return invalid(
                 "checkThreadPoolMaxSize",
@@ -294,16 +269,19 @@ impl TransactionConfig {
 /// half, the broker later asks a producer of the same group, whose
 /// [`TransactionListener`] decides.
 ///
-/// For that, the producer sends `HEART_BEAT` with its group to every broker
-/// it has a route to, at start and every `heartbeatBrokerInterval`, and to
-/// a broker it sends a half to whenever that connection has not carried
-/// one yet; it answers the brokers' `CHECK_TRANSACTION_STATE` requests with
-/// `END_TRANSACTION`. Malformed checks are logged and ignored.
+/// For that, the producer heartbeats the brokers as every [`Producer`]
+/// does (at start, after a route lookup and every
+/// `heartbeatBrokerInterval`), and besides: at start, before returning, the
+/// brokers of the auto-create topic and of [`TransactionConfig::topics`],
+/// and a broker it sends a half to whenever that connection has not
+/// carried a heartbeat yet. It answers the brokers'
+/// `CHECK_TRANSACTION_STATE` requests with `END_TRANSACTION`. Malformed
+/// checks are logged and ignored.
 ///
 /// Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct TransactionProducer {
     producer: Producer,
-    shared: Arc<Shared>,
+    /// The dispatcher of checks.
     tasks: Mutex<Vec<JoinHandle<()>>>,
     stop: CancellationToken,
 }
@@ -312,20 +290,9 @@ impl fmt::Debug for TransactionProducer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TransactionProducer")
             .field("producer", &self.producer)
-            .field("client_id", &self.shared.client_id)
+            .field("client_id", &self.producer.client_id())
             .finish_non_exhaustive()
     }
-}
-
-/// What the transactional producer's tasks share.
-struct Shared {
-    inner: Arc<Inner>,
-    client_id: String,
-    /// Topics whose brokers are registered with even before a send.
-    topics: Vec<String>,
-    /// Per broker address: the connection the last successful heartbeat
-    /// went on.
-    registered: Mutex<HashMap<String, Weak<ClientConnection>>>,
 }
 
 impl TransactionProducer {
@@ -347,46 +314,26 @@ impl TransactionProducer {
             on_request: Some(check::serve(queue)),
             ..ClientOptions::default()
         };
-        let producer = Producer::start_with(config.producer.clone(), options).await?;
-        let inner = Arc::clone(producer.inner());
-        let ip = local_ip(&inner.config.namesrv_addr[0]).await;
-        let client_id = format!(
-            "{ip}@{}#{}",
-            std::process::id(),
-            INSTANCE.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut topics = vec![inner.config.create_topic_key.clone()];
+        let mut topics = vec![config.producer.create_topic_key.clone()];
         topics.extend(config.topics.iter().cloned());
-        let shared = Arc::new(Shared {
-            inner,
-            client_id,
-            topics,
-            registered: Mutex::default(),
-        });
+        let producer = Producer::start_with(config.producer, options, topics).await?;
         let stop = CancellationToken::new();
         let listener: Arc<dyn TransactionListener> = Arc::new(listener);
         let dispatcher = tokio::spawn(check::dispatch(
-            Arc::clone(&shared.inner),
+            Arc::clone(producer.inner()),
             listener,
             checks,
             config.check_thread_pool_max_size,
             stop.clone(),
         ));
-        shared.heartbeat_all().await;
-        let heartbeats = tokio::spawn(heartbeat_loop(
-            Arc::clone(&shared),
-            config.heartbeat_broker_interval,
-            stop.clone(),
-        ));
         tracing::debug!(
-            group = %shared.inner.config.producer_group,
-            client = %shared.client_id,
+            group = %producer.config().producer_group,
+            client = %producer.client_id(),
             "transactional producer started"
         );
         Ok(Self {
             producer,
-            shared,
-            tasks: Mutex::new(vec![dispatcher, heartbeats]),
+            tasks: Mutex::new(vec![dispatcher]),
             stop,
         })
     }
@@ -398,7 +345,7 @@ impl TransactionProducer {
 
     /// The client id the producer registers with brokers under.
     pub fn client_id(&self) -> &str {
-        &self.shared.client_id
+        self.producer.client_id()
     }
 
     /// Sends `msg` as a half message, runs `local_transaction` with the
@@ -444,7 +391,8 @@ impl TransactionProducer {
         F: FnOnce(SendResult) -> Fut,
         Fut: Future<Output = LocalTransactionState>,
     {
-        let config = &self.shared.inner.config;
+        let inner = self.producer.inner();
+        let config = &inner.config;
         let times_total = 1 + config.retry_times_when_send_failed;
         let sent = self
             .producer
@@ -456,7 +404,7 @@ impl TransactionProducer {
                 },
             )
             .await?;
-        self.shared.ensure_registered(&sent.broker_addr).await;
+        inner.ensure_registered(&sent.broker_addr).await;
         let local_state = if sent.status == SendStatus::SendOk {
             local_transaction(sent.clone()).await
         } else {
@@ -467,7 +415,7 @@ impl TransactionProducer {
             );
             LocalTransactionState::Rollback
         };
-        let end = self.shared.end(&sent, local_state).await;
+        let end = end(inner, &sent, local_state).await;
         if let EndTransactionStatus::Failed(e) = &end {
             tracing::warn!(
                 msg_id = %sent.msg_id,
@@ -483,9 +431,9 @@ impl TransactionProducer {
         })
     }
 
-    /// Stops heartbeats and the serving of checks (a listener call under
-    /// way finishes, unanswered), then shuts the producer down as
-    /// [`Producer::shutdown`] does; closing its connections makes the
+    /// Stops the serving of checks (a listener call under way finishes,
+    /// unanswered), then shuts the producer down as [`Producer::shutdown`]
+    /// does, heartbeats included; closing its connections makes the
     /// brokers forget it. Calling it again does nothing.
     pub async fn shutdown(&self) {
         self.stop.cancel();
@@ -503,150 +451,56 @@ impl Drop for TransactionProducer {
     }
 }
 
-impl Shared {
-    fn heartbeat_data(&self) -> HeartbeatData {
-        HeartbeatData {
-            client_id: self.client_id.clone(),
-            producer_data_set: vec![ProducerData {
-                group_name: self.inner.config.producer_group.clone(),
-            }],
-            ..HeartbeatData::default()
-        }
+/// Ends the half `sent` names with `state`, at the broker that stored it.
+async fn end(
+    inner: &Inner,
+    sent: &SendResult,
+    state: LocalTransactionState,
+) -> EndTransactionStatus {
+    if let Err(e) = inner.check_open() {
+        return EndTransactionStatus::Failed(e);
     }
-
-    /// Looks up the registration topics' routes, then heartbeats every
-    /// broker in a cached route.
-    async fn heartbeat_all(&self) {
-        let inner = &self.inner;
-        for topic in &self.topics {
-            let budget = Deadline::new(inner.config.mq_client_api_timeout);
-            if let Err(e) = inner.routes.get(&inner.client, topic, &budget).await {
-                tracing::debug!(%topic, cause = %e, "no route to register the producer group by");
-            }
-        }
-        for addr in inner.routes.master_addrs() {
-            if let Err(e) = self.heartbeat(&addr).await {
-                tracing::warn!(broker = %addr, cause = %e, "heartbeat failed");
-            }
-        }
-    }
-
-    /// Heartbeats the broker if its current connection has not carried a
-    /// heartbeat yet, so that checks of halves sent on it can come back.
-    async fn ensure_registered(&self, addr: &str) {
-        if self.inner.check_open().is_err() {
-            return;
-        }
-        let current = self.inner.client.connection(addr).await.ok();
-        let known = self
-            .registered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(addr)
-            .and_then(Weak::upgrade);
-        if let (Some(current), Some(known)) = (current, known) {
-            if Arc::ptr_eq(&current, &known) {
-                return;
-            }
-        }
-        if let Err(e) = self.heartbeat(addr).await {
-            tracing::warn!(broker = %addr, cause = %e, "heartbeat failed");
-        }
-    }
-
-    /// Sends one `HEART_BEAT` and remembers the connection it went on.
-    async fn heartbeat(&self, addr: &str) -> Result<(), ProducerError> {
-        // A heartbeat after shutdown would open a connection nobody closes.
-        self.inner.check_open()?;
-        let budget = Deadline::new(self.inner.config.mq_client_api_timeout);
-        let exchange = async {
-            let conn = self
-                .inner
-                .client
-                .connection(addr)
-                .await
-                .map_err(|e| CallError::from_client(addr, e, budget.timeout_ms()))?;
-            let request = RemotingCommand::request(RequestCode::HEART_BEAT)
-                .with_body(body::to_json(&self.heartbeat_data()));
-            let response = conn
-                .invoke(request, budget.remaining())
-                .await
-                .map_err(|e| CallError::from_client(addr, e, budget.timeout_ms()))?;
-            if response.response_code() != ResponseCode::SUCCESS {
-                return Err(CallError::refused(addr, &response));
-            }
-            Ok(conn)
-        };
-        let conn = match tokio::time::timeout(budget.remaining(), exchange).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(e.into()),
-            Err(_) => return Err(budget.timed_out(Some(addr)).into()),
-        };
-        self.registered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(addr.to_owned(), Arc::downgrade(&conn));
-        Ok(())
-    }
-
-    /// Ends the half `sent` names with `state`, at the broker that stored it.
-    async fn end(&self, sent: &SendResult, state: LocalTransactionState) -> EndTransactionStatus {
-        let inner = &self.inner;
-        if let Err(e) = inner.check_open() {
-            return EndTransactionStatus::Failed(e);
-        }
-        let header = match check::end_header(&inner.config.producer_group, sent, state) {
-            Ok(h) => h,
-            Err(e) => return EndTransactionStatus::Failed(e),
-        };
-        let addr = sent.broker_addr.as_str();
-        let request = RemotingCommand::request_with_header(RequestCode::END_TRANSACTION, &header);
-        let budget = Deadline::new(inner.config.send_msg_timeout);
-        let failed = |e: CallError| EndTransactionStatus::Failed(e.into());
-        if state == LocalTransactionState::Unknown {
-            let handed = tokio::time::timeout(
-                budget.remaining(),
-                inner.client.invoke_oneway(addr, request),
-            )
-            .await;
-            return match handed {
-                Ok(Ok(())) => EndTransactionStatus::SentOneway,
-                Ok(Err(e)) => failed(CallError::from_client(addr, e, budget.timeout_ms())),
-                Err(_) => failed(budget.timed_out(Some(addr))),
-            };
-        }
-        let invoked = tokio::time::timeout(
+    let header = match check::end_header(&inner.config.producer_group, sent, state) {
+        Ok(h) => h,
+        Err(e) => return EndTransactionStatus::Failed(e),
+    };
+    let addr = sent.broker_addr.as_str();
+    let request = RemotingCommand::request_with_header(RequestCode::END_TRANSACTION, &header);
+    let budget = Deadline::new(inner.config.send_msg_timeout);
+    let failed = |e: CallError| EndTransactionStatus::Failed(e.into());
+    if state == LocalTransactionState::Unknown {
+        let handed = tokio::time::timeout(
             budget.remaining(),
-            inner.client.invoke(addr, request, budget.remaining()),
+            inner.client.invoke_oneway(addr, request),
         )
         .await;
-        match invoked {
-            Ok(Ok(response)) if response.response_code() == ResponseCode::SUCCESS => {
-                EndTransactionStatus::Recorded
-            }
-            Ok(Ok(response)) => failed(CallError::refused(addr, &response)),
+        return match handed {
+            Ok(Ok(())) => EndTransactionStatus::SentOneway,
             Ok(Err(e)) => failed(CallError::from_client(addr, e, budget.timeout_ms())),
             Err(_) => failed(budget.timed_out(Some(addr))),
-        }
+        };
     }
-}
-
-/// Heartbeats every broker every `period` until stopped.
-async fn heartbeat_loop(shared: Arc<Shared>, period: Duration, stop: CancellationToken) {
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
+    let invoked = tokio::time::timeout(
+        budget.remaining(),
+        inner.client.invoke(addr, request, budget.remaining()),
+    )
+    .await;
+    match invoked {
+        Ok(Ok(response)) if response.response_code() == ResponseCode::SUCCESS => {
+            EndTransactionStatus::Recorded
         }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = shared.heartbeat_all() => {}
-        }
+        Ok(Ok(response)) => failed(CallError::refused(addr, &response)),
+        Ok(Err(e)) => failed(CallError::from_client(addr, e, budget.timeout_ms())),
+        Err(_) => failed(budget.timed_out(Some(addr))),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use remoting_protocol::body;
+
     use super::*;
 
     #[test]
@@ -660,7 +514,10 @@ mod tests {
     fn the_config_needs_a_group_of_its_own() {
         let ok = TransactionConfig::new("n:1", "TXG");
         assert!(ok.validate().is_ok());
-        assert_eq!(ok.heartbeat_broker_interval, Duration::from_secs(30));
+        assert_eq!(
+            ok.producer.heartbeat_broker_interval,
+            Duration::from_secs(30)
+        );
         assert_eq!(
             (ok.check_thread_pool_max_size, ok.check_request_hold_max),
             (1, 2000)
@@ -676,7 +533,10 @@ mod tests {
         for (bad, key) in [
             (
                 TransactionConfig {
-                    heartbeat_broker_interval: Duration::from_millis(5),
+                    producer: ProducerConfig {
+                        heartbeat_broker_interval: Duration::from_millis(5),
+                        ..ok.producer.clone()
+                    },
                     ..ok.clone()
                 },
                 "heartbeatBrokerInterval",
@@ -712,13 +572,21 @@ mod tests {
 
     #[test]
     fn the_config_deserializes_with_the_producer_nested() {
-        let text = r#"{"producer":{"namesrvAddr":"a:1","producerGroup":"TXG"},
-                       "heartbeatBrokerInterval":500,"topics":["Orders"]}"#;
+        let text = r#"{"producer":{"namesrvAddr":"a:1","producerGroup":"TXG",
+                       "heartbeatBrokerInterval":500},"topics":["Orders"]}"#;
         let c: TransactionConfig = serde_json_like(text);
         assert_eq!(c.producer.producer_group, "TXG");
-        assert_eq!(c.heartbeat_broker_interval, Duration::from_millis(500));
+        assert_eq!(
+            c.producer.heartbeat_broker_interval,
+            Duration::from_millis(500)
+        );
         assert_eq!(c.topics, ["Orders"]);
         assert!(c.validate().is_ok());
+        // The interval is the producer's key now, not the transaction's.
+        let misplaced = r#"{"producer":{"namesrvAddr":"a:1","producerGroup":"TXG"},
+                            "heartbeatBrokerInterval":500}"#;
+        let err = body::from_json::<TransactionConfig>(misplaced.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("heartbeatBrokerInterval"), "{err}");
     }
 
     fn serde_json_like(text: &str) -> TransactionConfig {

@@ -197,7 +197,8 @@ pub async fn wait_for_route(namesrv: &str, topic: &str, brokers: usize) -> Topic
     }
 }
 
-/// How a fake broker treats every request.
+/// How a fake broker treats every request but `HEART_BEAT`, which it
+/// answers `SUCCESS` and counts apart.
 #[derive(Debug, Clone, Copy)]
 pub enum Behaviour {
     /// Answers `SYSTEM_BUSY` with a `[TIMEOUT_CLEAN_QUEUE]` remark and, if
@@ -212,10 +213,16 @@ pub enum Behaviour {
 struct FakeHandler {
     behaviour: Behaviour,
     requests: Arc<AtomicUsize>,
+    heartbeats: Arc<AtomicUsize>,
 }
 
 impl Handler for FakeHandler {
     fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        if request.request_code() == RequestCode::HEART_BEAT {
+            self.heartbeats.fetch_add(1, Ordering::SeqCst);
+            conn.send(request.response_to(ResponseCode::SUCCESS, None));
+            return;
+        }
         self.requests.fetch_add(1, Ordering::SeqCst);
         match self.behaviour {
             Behaviour::Busy { retry_after_ms } => {
@@ -244,6 +251,7 @@ impl Handler for FakeHandler {
 pub struct FakeBroker {
     pub addr: String,
     requests: Arc<AtomicUsize>,
+    heartbeats: Arc<AtomicUsize>,
     stop: CancellationToken,
     // Keeps the registration's connection open: the name server drops a
     // broker's routes when that connection closes.
@@ -262,10 +270,12 @@ impl FakeBroker {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let requests = Arc::new(AtomicUsize::new(0));
+        let heartbeats = Arc::new(AtomicUsize::new(0));
         let stop = CancellationToken::new();
         let handler = Arc::new(FakeHandler {
             behaviour,
             requests: Arc::clone(&requests),
+            heartbeats: Arc::clone(&heartbeats),
         });
         tokio::spawn(serve(
             listener,
@@ -314,14 +324,20 @@ impl FakeBroker {
         Self {
             addr,
             requests,
+            heartbeats,
             stop,
             _registration: registration,
         }
     }
 
-    /// Requests received so far.
+    /// Requests received so far, heartbeats apart.
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// `HEART_BEAT` requests received so far.
+    pub fn heartbeats(&self) -> usize {
+        self.heartbeats.load(Ordering::SeqCst)
     }
 }
 
