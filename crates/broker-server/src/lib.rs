@@ -31,6 +31,7 @@ pub mod retention_watch;
 pub mod schedule;
 pub mod service_loop;
 pub mod state;
+pub mod stats;
 pub mod subscriptions;
 pub mod testing;
 pub mod timer;
@@ -478,8 +479,12 @@ fn expire_group_state(state: &BrokerState) {
     }
 }
 
+/// How often consumer lag is computed.
+const LAG_REFRESH: Duration = Duration::from_secs(5);
+
 /// Offsets and the POP state to disk every `flushConsumerOffsetInterval`; silent clients
-/// forgotten after two minutes; metric gauges refreshed every second; the
+/// forgotten after two minutes; metric gauges refreshed and statistics
+/// snapshotted every second, consumer lag every five; the
 /// state of groups gone for `groupStateExpireHours` deleted every minute.
 fn spawn_housekeeping(
     state: Arc<BrokerState>,
@@ -491,6 +496,7 @@ fn spawn_housekeeping(
             let mut last_flush = Instant::now();
             let mut last_refresh = Instant::now();
             let mut last_expiry = Instant::now();
+            let mut last_lag = Instant::now();
             let started = Instant::now();
             let panic_after = state.config().broker.fault_panic_after_mills;
             while !stop.load(Ordering::Acquire) {
@@ -501,6 +507,10 @@ fn spawn_housekeeping(
                 if last_refresh.elapsed() >= Duration::from_secs(1) {
                     last_refresh = Instant::now();
                     state.refresh_metrics();
+                }
+                if last_lag.elapsed() >= LAG_REFRESH {
+                    last_lag = Instant::now();
+                    state.refresh_lag();
                 }
                 let interval =
                     Duration::from_millis(state.config().broker.flush_consumer_offset_interval);

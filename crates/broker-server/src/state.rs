@@ -31,6 +31,7 @@ use crate::{
     rebalance_lock::RebalanceLocks,
     request::{Family, Job, PerFamily},
     schedule::ScheduleService,
+    stats::{BrokerStats, CommonLabels, GaugeValues},
     subscriptions::SubscriptionGroupManager,
     timer::TimerWheel,
     topics::TopicManager,
@@ -94,6 +95,9 @@ pub struct BrokerState {
     pub counters: Counters,
     /// Prometheus metric handles.
     pub metrics: BrokerMetrics,
+    /// Per-topic and per-group statistics, the runtime rates, consumer lag
+    /// and the RocketMQ 5 metrics.
+    pub stats: BrokerStats,
     /// Early admission on the send queue.
     pub early_admission: AtomicBool,
     /// What the send and pull queues' fair shares are per.
@@ -169,7 +173,16 @@ impl BrokerState {
         quotas.replace(&f.topic_quota_list(), Instant::now());
         let client_quotas = Quotas::new();
         client_quotas.replace(&f.client_quota_list(), Instant::now());
+        let stats = BrokerStats::new(
+            CommonLabels {
+                cluster: b.broker_cluster_name.clone(),
+                node_id: b.broker_name.clone(),
+            },
+            message_model::now_ms(),
+            crate::stats::local_day_now(),
+        );
         Self {
+            stats,
             transactions,
             quotas,
             client_quotas,
@@ -277,12 +290,48 @@ impl BrokerState {
         self.enqueue(job, Instant::now(), flow_control::Admission::default());
     }
 
-    /// Refreshes the metric gauges of the queues and the store.
+    /// Refreshes the metric gauges of the queues and the store, and takes
+    /// the statistics' snapshots that are due.
     pub fn refresh_metrics(&self) {
         self.metrics.refresh(&self.queues, &self.store);
+        let now_ms = message_model::now_ms();
+        self.stats.tick(now_ms, crate::stats::local_day_now());
+        let (min, max) = (
+            self.store.min_physical_offset(),
+            self.store.max_physical_offset(),
+        );
+        self.stats.publish_gauges(&GaugeValues {
+            queue_lengths: PerFamily::new(|f| self.queues[f].len()),
+            permission: self.config().broker.broker_permission,
+            topics: self.topics.len(),
+            groups: self.subscriptions.wrapper().subscription_group_table.len(),
+            storage_bytes: max.saturating_sub(min),
+            flush_behind: max.saturating_sub(self.store.flushed_physical_offset()),
+            dispatch_behind: self.store.dispatch_behind_bytes(),
+            earliest_store_time: self.earliest_store_time(),
+            now_ms,
+        });
         metrics::gauge!("sluice_timer_pending").set(self.timers.stats().pending as f64);
         metrics::gauge!("sluice_transaction_half_pending").set(self.half_pending() as f64);
         self.refresh_quota_metrics();
+    }
+
+    /// Computes and publishes the consumer lag gauges (every few seconds).
+    pub fn refresh_lag(&self) {
+        let lags = self
+            .stats
+            .lag(&self.store, &self.offsets, message_model::now_ms());
+        self.stats.publish_lag(&lags);
+    }
+
+    /// Store time of the CommitLog's first message, if it holds one.
+    pub fn earliest_store_time(&self) -> Option<i64> {
+        let first = self.store.min_physical_offset();
+        if first >= self.store.max_physical_offset() {
+            return None;
+        }
+        let record = self.store.lookup_message(first)?;
+        message_model::record::read_store_timestamp(&record)
     }
 
     /// Transactional half messages stored and not ended yet.

@@ -20,7 +20,9 @@ use grpc_protocol::{
 };
 use message_model::MessageId;
 use remoting_protocol::{
-    header::{EndTransactionRequestHeader, SendMessageResponseHeader},
+    header::{
+        EndTransactionRequestHeader, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+    },
     RemotingCommand, RequestCode, ResponseCode,
 };
 use serde_json::Value;
@@ -32,6 +34,8 @@ const DASHBOARD: &str = include_str!("../../../deploy/grafana/sluice-broker.json
 const SOURCES: &[(&str, &str)] = &[
     ("metrics.rs", include_str!("../src/metrics.rs")),
     ("state.rs", include_str!("../src/state.rs")),
+    ("stats/mod.rs", include_str!("../src/stats/mod.rs")),
+    ("stats/lag.rs", include_str!("../src/stats/lag.rs")),
     ("executor.rs", include_str!("../src/executor.rs")),
     ("timer.rs", include_str!("../src/timer.rs")),
     (
@@ -112,7 +116,20 @@ const LAYOUT: &[(&str, &[&str])] = &[
         ],
     ),
     ("gRPC", &["gRPC calls per second by RPC and code"]),
+    (
+        "RocketMQ 5 metrics",
+        &[
+            "Consumer lag (messages) by group and topic",
+            "Consumer lag latency by group and topic",
+            "Messages in per second by topic",
+            "Messages out per second by topic and group",
+            "Processor watermarks",
+        ],
+    ),
 ];
+
+/// The prefixes of the broker's metric names: its own, and RocketMQ 5's.
+const PREFIXES: &[&str] = &["sluice_", "rocketmq_"];
 
 /// What a `/metrics` page holds: per metric (histograms under their base
 /// name), its type and the `label="value"` pairs of its samples.
@@ -133,7 +150,7 @@ impl Page {
                 }
                 continue;
             }
-            if !line.starts_with("sluice_") {
+            if !PREFIXES.iter().any(|p| line.starts_with(p)) {
                 continue;
             }
             let end = line.find(['{', ' ']).unwrap_or(line.len());
@@ -218,8 +235,8 @@ fn is_ident(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'
 }
 
-/// The metric names (`sluice_[a-z0-9_]+`), labels and label values of a
-/// PromQL expression.
+/// The metric names (`sluice_[a-z0-9_]+`, `rocketmq_[a-z0-9_]+`), labels
+/// and label values of a PromQL expression.
 fn refs(expr: &str) -> Refs {
     let mut r = Refs::default();
     let bytes = expr.as_bytes();
@@ -227,7 +244,7 @@ fn refs(expr: &str) -> Refs {
     while i < expr.len() {
         let rest = &expr[i..];
         let boundary = i == 0 || !is_ident(bytes[i - 1] as char);
-        if boundary && rest.starts_with("sluice_") {
+        if boundary && PREFIXES.iter().any(|p| rest.starts_with(p)) {
             let len = rest.find(|c| !is_ident(c)).unwrap_or(rest.len());
             r.series.insert(rest[..len].to_owned());
             i += len;
@@ -392,6 +409,21 @@ async fn every_dashboard_query_uses_exported_metrics_and_labels() {
         pulled.remark
     );
     half_then_commit(&b).await;
+    // A committed offset behind the end: the lag gauges appear.
+    let commit = RemotingCommand::request_with_header(
+        RequestCode::UPDATE_CONSUMER_OFFSET,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: "CG".into(),
+            topic: "Dashboard".into(),
+            queue_id: 0,
+            commit_offset: 1,
+            ..UpdateConsumerOffsetRequestHeader::default()
+        },
+    );
+    assert_eq!(
+        b.invoke(commit).await.response_code(),
+        ResponseCode::SUCCESS
+    );
     let grpc = b.broker.grpc_addr().unwrap().port();
     let mut c = MessagingServiceClient::connect(format!("http://127.0.0.1:{grpc}"))
         .await
@@ -416,8 +448,9 @@ async fn every_dashboard_query_uses_exported_metrics_and_labels() {
         let base = histogram_base(s).unwrap_or(s);
         NOT_EMITTED_IN_SHORT_RUN.iter().any(|(n, _)| *n == base)
     };
-    // Gauges are refreshed every second: scrape until all are there.
-    let deadline = Instant::now() + Duration::from_secs(15);
+    // Gauges are refreshed every second, lag every five: scrape until all
+    // are there.
+    let deadline = Instant::now() + Duration::from_secs(20);
     let page = loop {
         let page = Page::parse(&scrape(port).await);
         let done = wanted.iter().all(|s| allowed(s) || page.has_series(s));

@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 
 use remoting_protocol::body::{
-    from_json, to_fastjson, ClientConnection, ConsumeStats, ConsumerConnection, DataVersion,
-    GroupList, MessageQueueBody, OffsetWrapper, ProducerConnection, SubscriptionData, TopicConfig,
-    TopicConfigSerializeWrapper, TopicOffset, TopicStatsTable,
+    from_json, java_double, to_fastjson, BrokerStatsData, BrokerStatsItem, ClientConnection,
+    ConsumeStats, ConsumerConnection, DataVersion, GroupList, MessageQueueBody, OffsetWrapper,
+    ProducerConnection, SubscriptionData, TopicConfig, TopicConfigSerializeWrapper, TopicOffset,
+    TopicStatsTable,
 };
 
 fn queue(topic: &str, broker: &str, queue_id: i32) -> MessageQueueBody {
@@ -257,4 +258,44 @@ fn the_topic_table_encodes_as_topic_config_and_mapping_wrapper() {
         from_json::<TopicConfigSerializeWrapper>(expected.as_bytes()).unwrap(),
         wrapper
     );
+}
+
+/// `BrokerStatsData` as fastjson writes it: windows and their fields sorted
+/// by name, whole doubles with `.0`, small ones in scientific form.
+const JAVA_BROKER_STATS: &str = r#"{"statsDay":{"avgpt":2.0,"sum":20,"tps":2.314814814814815E-4},"statsHour":{"avgpt":2.0,"sum":20,"tps":0.005555555555555556},"statsMinute":{"avgpt":0.0,"sum":0,"tps":0.0}}"#;
+
+#[test]
+fn broker_stats_encode_sorted_with_doubles_and_decode() {
+    let item = |sum: i64, tps: f64, avgpt: f64| BrokerStatsItem { sum, tps, avgpt };
+    let stats = BrokerStatsData {
+        stats_minute: item(0, 0.0, 0.0),
+        stats_hour: item(20, 20.0 / 3600.0, 2.0),
+        stats_day: item(20, 20.0 / 86_400.0, 2.0),
+    };
+    assert_eq!(text(&stats.encode()), JAVA_BROKER_STATS);
+    assert_eq!(
+        from_json::<BrokerStatsData>(JAVA_BROKER_STATS.as_bytes()).unwrap(),
+        stats
+    );
+    let minute: BrokerStatsData =
+        from_json(br#"{"statsMinute":{"sum":"7","tps":"0.5","avgpt":"1"}}"#).unwrap();
+    assert_eq!(minute.stats_minute, item(7, 0.5, 1.0));
+    assert_eq!(minute.stats_day, BrokerStatsItem::default());
+}
+
+#[test]
+fn doubles_are_spelt_as_java_spells_them() {
+    for (value, java) in [
+        (0.0, "0.0"),
+        (1.5, "1.5"),
+        (12_345.0, "12345.0"),
+        (0.001, "0.001"),
+        (0.000_25, "2.5E-4"),
+        (1e7, "1.0E7"),
+        (12_345_678.9, "1.23456789E7"),
+        (-3.0, "-3.0"),
+        (f64::NAN, "NaN"),
+    ] {
+        assert_eq!(java_double(value), java, "{value}");
+    }
 }

@@ -1,12 +1,14 @@
 //! Administration: `UPDATE_AND_CREATE_TOPIC`, `GET_BROKER_CONFIG`,
 //! `UPDATE_BROKER_CONFIG` (flow-control limits and `brokerPermission`
 //! change at run time),
-//! `GET_BROKER_RUNTIME_INFO` and `VIEW_MESSAGE_BY_ID`.
+//! `GET_BROKER_RUNTIME_INFO`, `VIEW_BROKER_STATS_DATA` and
+//! `VIEW_MESSAGE_BY_ID`.
 
 use std::{collections::BTreeMap, time::Instant};
 
 use remoting_protocol::{
     body::{self, DataVersion, KvTable, TopicConfig},
+    command::CURRENT_VERSION,
     header::{CreateTopicRequestHeader, GetBrokerConfigResponseHeader, TopicFilterType},
     RemotingCommand, ResponseCode,
 };
@@ -19,6 +21,26 @@ use crate::{
     state::{configure_queues, max_wait_ms, queue_capacity, BrokerState},
     topics::validate_topic_name,
 };
+
+/// One statistic's last minute, hour and day (`statsName`, `statsKey`), as
+/// RocketMQ's `BrokerStatsData`; an unknown one is a `SYSTEM_ERROR`.
+pub(crate) fn view_stats(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    let (Some(name), Some(key)) = (req.ext("statsName"), req.ext("statsKey")) else {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some("required header fields `statsName` and `statsKey` are missing".into()),
+        );
+    };
+    match state.stats.view(name, key, message_model::now_ms()) {
+        Some(data) => req
+            .response_to(ResponseCode::SUCCESS, None)
+            .with_body(data.encode()),
+        None => req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some(format!("The stats <{name}> <{key}> not exist")),
+        ),
+    }
+}
 
 /// Keys that `UPDATE_BROKER_CONFIG` may change on a running broker.
 pub const RUNTIME_KEYS: &[&str] = &[
@@ -235,7 +257,9 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
         "brokerVersionDesc",
         format!("Sluice {}", env!("CARGO_PKG_VERSION")),
     );
+    put("brokerVersion", CURRENT_VERSION.to_string());
     put("bootTimestamp", state.boot_timestamp.to_string());
+    rate_keys(state, &mut put);
     put(
         "pageCacheLockTimeMills",
         state.store.lock_time_mills().to_string(),
@@ -413,6 +437,54 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
     }
     let body = body::to_json(&KvTable { table });
     req.response_to(ResponseCode::SUCCESS, None).with_body(body)
+}
+
+/// The rates and totals of RocketMQ's store statistics: `putTps`,
+/// `get*Tps` (10 s, 1 min, 10 min), the put and get totals of today and at
+/// the last two midnights, `runtime`, `earliestMessageTimeStamp`.
+fn rate_keys(state: &BrokerState, put: &mut impl FnMut(&str, String)) {
+    let stats = &state.stats;
+    put("putTps", stats.rates(|t| t.put));
+    put("getFoundTps", stats.rates(|t| t.found));
+    put("getMissTps", stats.rates(|t| t.miss));
+    put("getTotalTps", stats.rates(|t| t.found + t.miss));
+    put("getTransferredTps", stats.rates(|t| t.transferred));
+    let (put_now, get_now) = stats.non_system_totals();
+    let mornings = stats.mornings();
+    put("msgPutTotalTodayNow", put_now.to_string());
+    put("msgGetTotalTodayNow", get_now.to_string());
+    put("msgPutTotalTodayMorning", mornings.put_today.to_string());
+    put("msgGetTotalTodayMorning", mornings.get_today.to_string());
+    put(
+        "msgPutTotalYesterdayMorning",
+        mornings.put_yesterday.to_string(),
+    );
+    put(
+        "msgGetTotalYesterdayMorning",
+        mornings.get_yesterday.to_string(),
+    );
+    let totals = stats.totals();
+    put("putMessageTimesTotal", totals.put.to_string());
+    put(
+        "getMessageTransferredMsgCount",
+        totals.transferred.to_string(),
+    );
+    put("brokerActive", "true".to_owned());
+    put(
+        "earliestMessageTimeStamp",
+        state.earliest_store_time().unwrap_or(0).to_string(),
+    );
+    let up = (message_model::now_ms() - state.boot_timestamp).max(0) / 1000;
+    put(
+        "runtime",
+        format!(
+            "[ {} days, {} hours, {} minutes, {} seconds ]",
+            up / 86_400,
+            up % 86_400 / 3600,
+            up % 3600 / 60,
+            up % 60
+        ),
+    );
 }
 
 /// Makes the store delete expired CommitLog files at once, whatever the

@@ -159,6 +159,7 @@ pub static TABLE: &[Route] = {
         admin(C::GET_BROKER_CONFIG, admin::get_config),
         admin(C::UPDATE_BROKER_CONFIG, admin::update_config),
         admin(C::GET_BROKER_RUNTIME_INFO, admin::runtime_info),
+        admin(C::VIEW_BROKER_STATS_DATA, admin::view_stats),
         admin(
             C::DELETE_EXPIRED_COMMITLOG,
             admin::delete_expired_commit_log,

@@ -231,7 +231,20 @@ fn read(
             )),
         ),
     };
-    let mut body = BytesMut::with_capacity(got.messages.iter().map(|m| m.len()).sum());
+    let size: usize = got.messages.iter().map(|m| m.len()).sum();
+    if got.status == GetStatus::Found {
+        state.stats.record_get(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            got.messages.len() as u64,
+            size as u64,
+            got.next_begin_offset,
+        );
+    } else {
+        state.stats.record_miss();
+    }
+    let mut body = BytesMut::with_capacity(size);
     for m in &got.messages {
         body.extend_from_slice(m);
     }

@@ -25,6 +25,7 @@ use crate::{
     request::Job,
     schedule::{delay_request, to_schedule, DelayRequest},
     state::BrokerState,
+    stats::MessageType,
     timer::{timer_request, to_timer, TimerRequest},
     topics::validate_topic_name,
     transaction::{to_half, HALF_TOPIC, OP_TOPIC},
@@ -198,6 +199,7 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
         (header.topic.clone(), queue_id, false)
     };
     let max_level = state.schedule.max_level();
+    let kind = MessageType::of(header.properties.as_deref().unwrap_or(""), half);
     let base = |body: bytes::Bytes, flag: i32, properties: String| MessageToStore {
         topic: topic_name.clone(),
         queue_id,
@@ -294,6 +296,12 @@ fn append<'a>(state: &'a BrokerState, job: &Job) -> Appended<'a> {
                 .metrics
                 .bytes_stored
                 .increment(done.wrote_bytes as u64);
+            state.stats.record_put(
+                &topic_name,
+                done.msg_count as u64,
+                done.wrote_bytes as u64,
+                kind,
+            );
             let response = stored_response(req, done, queue_id, uniq, &cfg, state);
             Appended::Stored(response, ticket)
         }

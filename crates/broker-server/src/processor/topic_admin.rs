@@ -9,9 +9,11 @@
 //! the broker moves the group's offsets itself and the group's consumers
 //! learn of it on their next pull of each queue.
 //!
-//! The broker keeps no per-topic or per-group rate figures, so `topicPutTps`
-//! and `consumeTps` are always 0.0; nor does it track how far each group has
-//! pulled, so `pullOffset` is the committed offset.
+//! `topicPutTps` is the topic's `TOPIC_PUT_NUMS` rate over the last minute
+//! and `consumeTps` the sum of the group's `GROUP_GET_NUMS` rates over the
+//! topics answered ([`crate::stats`]); `pullOffset` is the next offset of
+//! the group's last read of the queue since the broker started, never below
+//! the committed offset.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,7 +34,7 @@ use remoting_protocol::{
 };
 
 use crate::{
-    clients::ClientChannel, processor::bad_header, state::BrokerState,
+    clients::ClientChannel, processor::bad_header, state::BrokerState, stats,
     topics::is_rocketmq_system_topic,
 };
 
@@ -102,7 +104,7 @@ pub(crate) fn topic_stats(state: &BrokerState, req: &RemotingCommand) -> Remotin
         .collect();
     let stats = TopicStatsTable {
         offset_table,
-        topic_put_tps: 0.0,
+        topic_put_tps: state.stats.topic_put_tps(&h.topic, message_model::now_ms()),
     };
     req.response_to(ResponseCode::SUCCESS, None)
         .with_body(stats.encode())
@@ -135,6 +137,8 @@ pub(crate) fn consume_stats(state: &BrokerState, req: &RemotingCommand) -> Remot
     };
     let broker_name = state.config().broker.broker_name.clone();
     let mut offset_table = BTreeMap::new();
+    let now_ms = message_model::now_ms();
+    let mut consume_tps = 0.0;
     for topic in &topics {
         let Some(config) = state.topics.get(topic) else {
             tracing::debug!(%topic, %group, "consume stats: no such topic");
@@ -154,19 +158,24 @@ pub(crate) fn consume_stats(state: &BrokerState, req: &RemotingCommand) -> Remot
             } else {
                 0
             };
+            let pull_offset = state
+                .stats
+                .pulled(group, topic, queue_id)
+                .map_or(consumer_offset, |p| p.max(consumer_offset));
             offset_table.insert(
                 queue(topic, &broker_name, queue_id),
                 OffsetWrapper {
                     broker_offset,
                     consumer_offset,
                     last_timestamp,
-                    pull_offset: consumer_offset,
+                    pull_offset,
                 },
             );
         }
+        consume_tps += state.stats.group_get_tps(group, topic, now_ms);
     }
     let stats = ConsumeStats {
-        consume_tps: 0.0,
+        consume_tps,
         offset_table,
     };
     req.response_to(ResponseCode::SUCCESS, None)
@@ -331,6 +340,7 @@ fn delete_in_broker(state: &BrokerState, topic: &str) -> Result<(), String> {
         }
     }
     let pop_groups = state.pop.remove_topic(topic);
+    state.stats.remove_topic(topic);
     let queues = state
         .store
         .delete_topic(topic)
@@ -471,11 +481,7 @@ pub(crate) fn all_producer_info(state: &BrokerState, req: &RemotingCommand) -> R
 
 /// Store time of the message at a queue offset, if it is still stored.
 fn store_time(state: &BrokerState, topic: &str, queue_id: i32, offset: i64) -> Option<i64> {
-    let entry = state.store.queue_entry(topic, queue_id, offset)?;
-    let record = state
-        .store
-        .lookup_message(u64::try_from(entry.commit_log_offset).ok()?)?;
-    message_model::record::read_store_timestamp(&record)
+    stats::store_time(&state.store, topic, queue_id, offset)
 }
 
 fn queue(topic: &str, broker_name: &str, queue_id: i32) -> MessageQueueBody {

@@ -1,5 +1,6 @@
 //! Command bodies: the JSON documents RocketMQ components exchange (routes,
-//! cluster info, broker registration, heartbeats, key-value tables), the
+//! cluster info, broker registration, heartbeats, key-value tables, broker
+//! statistics), the
 //! batch-message body and the `key=value` configuration text.
 //!
 //! JSON from Java components may use fastjson's non-standard output, with
@@ -23,6 +24,7 @@ pub mod lenient;
 mod lock;
 mod namesrv;
 mod route;
+mod stats;
 mod subscription;
 
 pub use admin::ResetOffsetBody;
@@ -43,6 +45,7 @@ pub use route::{
     BrokerData, ClusterInfo, DataVersion, KvTable, QueueData, RegisterBrokerBody, TopicConfig,
     TopicConfigSerializeWrapper, TopicRouteData,
 };
+pub use stats::{java_double, BrokerStatsData, BrokerStatsItem};
 pub use subscription::{
     GroupRetryPolicy, SubscriptionGroupConfig, SubscriptionGroupWrapper, GROUP_RETRY_POLICY_TYPES,
 };
