@@ -132,6 +132,8 @@ pub struct BrokerMetrics {
     completed: PerFamily<Counter>,
     /// Per family, one counter per [`Reason::LABELS`] entry.
     rejected: PerFamily<Vec<Counter>>,
+    /// Per family: how long a refused request waited before its busy answer.
+    busy_answer_wait: PerFamily<Histogram>,
     queue_wait: PerFamily<Histogram>,
     queue_len: PerFamily<Gauge>,
     queue_capacity: PerFamily<Gauge>,
@@ -146,6 +148,8 @@ pub struct BrokerMetrics {
     lock_held: Gauge,
     dispatch_behind: Gauge,
     unflushed: Gauge,
+    pool_available: Gauge,
+    pool_total: Gauge,
     /// The `sluice_share_*` series last published: queue and share label.
     share_series: Mutex<Vec<(&'static str, String)>>,
 }
@@ -177,6 +181,9 @@ impl BrokerMetrics {
                     .map(|r| counter!("sluice_rejections_total", "family" => f.name(), "reason" => *r))
                     .collect()
             }),
+            busy_answer_wait: PerFamily::new(
+                |f| histogram!("sluice_busy_answer_wait_seconds", "family" => f.name()),
+            ),
             queue_wait: PerFamily::new(
                 |f| histogram!("sluice_queue_wait_seconds", "queue" => f.name()),
             ),
@@ -190,6 +197,8 @@ impl BrokerMetrics {
             lock_held: gauge!("sluice_store_put_lock_held_seconds"),
             dispatch_behind: gauge!("sluice_store_dispatch_behind_bytes"),
             unflushed: gauge!("sluice_store_unflushed_bytes"),
+            pool_available: gauge!("sluice_store_transient_pool_buffers", "state" => "available"),
+            pool_total: gauge!("sluice_store_transient_pool_buffers", "state" => "total"),
             share_series: Mutex::default(),
         }
     }
@@ -205,9 +214,10 @@ impl BrokerMetrics {
         self.queue_wait[family].record(waited_seconds);
     }
 
-    /// Counts a refused request.
+    /// Counts a refused request and how long it waited for its answer.
     pub fn rejected(&self, family: Family, reason: &Reason) {
         self.rejected[family][reason.index()].increment(1);
+        self.busy_answer_wait[family].record(reason.queue_wait().as_secs_f64());
     }
 
     /// Refreshes the gauges of the queues and the store.
@@ -225,6 +235,13 @@ impl BrokerMetrics {
                 .max_physical_offset()
                 .saturating_sub(store.flushed_physical_offset()) as f64,
         );
+        // Both 0 when the pool is off.
+        let (available, total) = match store.remain_transient_store_buffer_numbs() {
+            usize::MAX => (0, 0),
+            n => (n, store.transient_store_pool_size()),
+        };
+        self.pool_available.set(available as f64);
+        self.pool_total.set(total as f64);
     }
 }
 

@@ -68,6 +68,8 @@ const NOT_EMITTED_IN_SHORT_RUN: &[(&str, &str)] = &[
     // Counted per topic and unit only when a send is refused for a quota.
     ("sluice_quota_refusals_total", "executor.rs"),
     ("sluice_client_quota_refusals_total", "executor.rs"),
+    // Recorded only when a request is refused.
+    ("sluice_busy_answer_wait_seconds", "metrics.rs"),
     // Recorded only when a timer message is stored at its instant.
     ("sluice_timer_lateness_seconds", "timer.rs"),
     // Counted only when the checker finds a half message old enough.

@@ -69,6 +69,9 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
         "sluice_share_head_wait_seconds{queue=\"send\",share=\"M\"}",
         "sluice_share_served{queue=\"send\",share=\"M\"}",
         "sluice_share_queue_length{queue=\"send\",share=\"(overflow)\"} 0",
+        "sluice_busy_answer_wait_seconds_bucket{family=\"send\",le=\"0.00001\"}",
+        // The pool is off.
+        "sluice_store_transient_pool_buffers{state=\"total\"} 0",
     ];
     // The gauges are refreshed once a second: scrape until they have been.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -83,6 +86,22 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
     for needle in needles {
         assert!(text.contains(needle), "missing {needle} in:\n{text}");
     }
+    // Every refusal here is made on arrival (queue full, quota): each was
+    // answered without a wait, in the smallest bucket.
+    let value = |prefix: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let refused = value("sluice_busy_answer_wait_seconds_count{family=\"send\"} ");
+    assert!(refused >= 2, "{refused}");
+    assert_eq!(
+        value("sluice_busy_answer_wait_seconds_bucket{family=\"send\",le=\"0.00001\"} "),
+        refused
+    );
     // A quota removed at run time reads 0 from the next refresh on.
     let cleared = b
         .invoke(

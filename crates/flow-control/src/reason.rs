@@ -241,6 +241,18 @@ impl Reason {
         hint.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
     }
 
+    /// How long the refused request had waited in its queue before this
+    /// answer: the wait of the clean-queue answers, zero for refusals made
+    /// on arrival.
+    pub fn queue_wait(&self) -> Duration {
+        match *self {
+            Reason::TimeoutCleanQueue { waited, .. } | Reason::PcBusyCleanQueue { waited, .. } => {
+                waited
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
     /// The position of this reason's variant in [`Reason::LABELS`].
     pub fn index(&self) -> usize {
         match self {
@@ -276,6 +288,41 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn only_the_clean_queue_answers_come_after_a_wait() {
+        let waited = ms(250);
+        assert_eq!(
+            Reason::TimeoutCleanQueue {
+                waited,
+                queue_len: 3
+            }
+            .queue_wait(),
+            waited
+        );
+        assert_eq!(
+            Reason::PcBusyCleanQueue {
+                waited,
+                queue_len: 0
+            }
+            .queue_wait(),
+            waited
+        );
+        for refused_on_arrival in [
+            Reason::RejectRequest,
+            Reason::Overload {
+                queue_len: 1,
+                capacity: 1,
+            },
+            Reason::EarlyReject {
+                predicted_wait: waited,
+                limit: ms(200),
+                queue_len: 9,
+            },
+        ] {
+            assert_eq!(refused_on_arrival.queue_wait(), Duration::ZERO);
+        }
     }
 
     #[test]

@@ -82,7 +82,6 @@ impl TransientStorePool {
     }
 
     /// Total number of buffers.
-    #[cfg(test)]
     pub fn size(&self) -> usize {
         self.inner.size
     }

@@ -537,6 +537,12 @@ impl MessageStore {
             .map_or(usize::MAX, TransientStorePool::available)
     }
 
+    /// Buffers of the transient store pool (`transientStorePoolSize`); 0
+    /// when the pool is disabled.
+    pub fn transient_store_pool_size(&self) -> usize {
+        self.inner.pool.as_ref().map_or(0, TransientStorePool::size)
+    }
+
     /// Reports whether appends are accepted (not disk-full, not poisoned, not shut down).
     pub fn is_writable(&self) -> bool {
         self.inner.commit_log.is_writable() && !self.inner.shutting_down.load(Ordering::Acquire)
