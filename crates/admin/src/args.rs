@@ -48,15 +48,78 @@ pub enum Command {
     /// Which flow-control mechanism refuses sends now or is close to it,
     /// why, and which setting or action would change it.
     WhyBusy(WhyBusyArgs),
+    /// Stored messages: look one up by CommitLog offset or message id, or
+    /// those of a topic by key or unique key.
+    #[command(subcommand)]
+    Message(MessageCommand),
+}
+
+/// `message` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum MessageCommand {
+    /// Stored messages: one by its CommitLog offset on a broker
+    /// (`--offset N --broker ADDR`) or by its offset message id (`--id`);
+    /// those of a topic by a key of their `KEYS` (`--key K --topic T`) or by
+    /// their unique key (`--id K --topic T`): topic, queue, keys, tags,
+    /// times, hosts, properties and body.
+    Get(MessageGetArgs),
+}
+
+/// Flags of `message get`: exactly one of `--offset` (with `--broker`),
+/// `--id` and `--key` (with `--topic`).
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["offset", "id", "key"])))]
+pub struct MessageGetArgs {
+    /// The message's physical offset in the broker's CommitLog.
+    #[arg(long, requires = "broker", value_parser = clap::value_parser!(i64).range(0..))]
+    pub offset: Option<i64>,
+    /// The broker (`host:port`) whose CommitLog `--offset` is in.
+    #[arg(long)]
+    pub broker: Option<String>,
+    /// An offset message id (a send result's `offsetMsgId`: the broker's
+    /// address and the CommitLog offset in hexadecimal), looked up with
+    /// VIEW_MESSAGE_BY_ID; with `--topic`, an id that is none or names no
+    /// message there is taken as a unique key (a send result's `msgId`) and
+    /// looked up with QUERY_MESSAGE among the messages stored in the last
+    /// 3 days.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// A key of the messages' `KEYS`: every message of `--topic` stored
+    /// under it, asked of each broker of the topic with QUERY_MESSAGE.
+    #[arg(long, requires = "topic")]
+    pub key: Option<String>,
+    /// With `--key`: the earliest store time, ms since the epoch (default 0).
+    #[arg(long, requires = "key", conflicts_with_all = ["id", "offset"], value_parser = clap::value_parser!(i64).range(0..))]
+    pub begin: Option<i64>,
+    /// With `--key`: the latest store time, ms since the epoch (default no
+    /// limit).
+    #[arg(long, requires = "key", conflicts_with_all = ["id", "offset"], value_parser = clap::value_parser!(i64).range(0..))]
+    pub end: Option<i64>,
+    /// With `--key`: the most messages asked of each broker (default 64,
+    /// which is also the most a broker answers).
+    #[arg(long, requires = "key", conflicts_with_all = ["id", "offset"], value_parser = clap::value_parser!(i32).range(1..))]
+    pub max: Option<i32>,
+    /// The topic: required with `--key`, needed to look up a unique key with
+    /// `--id`; with `--offset` or an offset message id, a message of another
+    /// topic is an error naming both topics.
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// Print the whole body instead of its first bytes.
+    #[arg(long)]
+    pub full_body: bool,
 }
 
 /// `topic` subcommands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum TopicCommand {
-    /// Every topic of every master broker (or of `--broker`), merged.
-    List(BrokerTarget),
+    /// Every topic of every master broker (or of `--broker`), merged; with
+    /// `--cluster`, the topics the name server knows in that cluster.
+    List(TopicListArgs),
     /// Create or update a topic on one broker or on every master broker.
     Create(TopicCreateArgs),
+    /// Delete a topic from every master broker of a cluster (or of every
+    /// cluster) and from every name server.
+    Delete(TopicDeleteArgs),
     /// Min and max offset and last store time of each queue of a topic.
     Status(TopicArgs),
     /// The topic's route from the name server: brokers and queue counts.
@@ -123,6 +186,31 @@ pub struct BrokerTarget {
     /// One broker's address (`host:port`) instead of every master broker.
     #[arg(long)]
     pub broker: Option<String>,
+}
+
+/// Flags of `topic list`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TopicListArgs {
+    /// Only the topics the name server knows in this cluster
+    /// (`GET_TOPICS_BY_CLUSTER`), with the cluster's master brokers'
+    /// configuration of each.
+    #[arg(long, conflicts_with = "broker")]
+    pub cluster: Option<String>,
+    /// Where to ask.
+    #[command(flatten)]
+    pub target: BrokerTarget,
+}
+
+/// Flags of `topic delete`.
+#[derive(Debug, Clone, Args)]
+pub struct TopicDeleteArgs {
+    /// The topic.
+    #[arg(long)]
+    pub topic: String,
+    /// Only this cluster's master brokers, and only this cluster's part of
+    /// the name servers' routes; without it, every cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
 }
 
 /// Flags of `topic create`.
@@ -341,7 +429,10 @@ mod tests {
         );
         assert!(matches!(
             cli.command,
-            Command::Topic(TopicCommand::List(BrokerTarget { broker: None }))
+            Command::Topic(TopicCommand::List(TopicListArgs {
+                cluster: None,
+                target: BrokerTarget { broker: None }
+            }))
         ));
         assert!(parse(&["cluster", "--timeout-ms", "0"]).is_err());
     }
@@ -433,6 +524,109 @@ mod tests {
             parse(&["broker", "drain"]).is_err(),
             "--broker-name is required"
         );
+    }
+
+    #[test]
+    fn topic_delete_and_list_take_a_cluster() {
+        let cli = parse(&["topic", "delete", "--topic", "T", "--cluster", "C"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::Topic(TopicCommand::Delete(TopicDeleteArgs { ref topic, cluster: Some(ref c) }))
+                if topic == "T" && c == "C"
+        ));
+        assert!(parse(&["topic", "delete"]).is_err(), "--topic is required");
+        let cli = parse(&["topic", "list", "--cluster", "C"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::Topic(TopicCommand::List(TopicListArgs { cluster: Some(ref c), .. })) if c == "C"
+        ));
+        assert!(parse(&["topic", "list", "--cluster", "C", "--broker", "b:1"]).is_err());
+    }
+
+    #[test]
+    fn message_get_takes_an_offset_with_a_broker_or_an_id() {
+        let cli = parse(&["message", "get", "--offset", "42", "--broker", "b:1"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Message(MessageCommand::Get(g)) = cli.command else {
+            panic!("not message get: {cli:?}");
+        };
+        assert_eq!((g.offset, g.broker.as_deref()), (Some(42), Some("b:1")));
+        assert!(!g.full_body);
+        assert!(
+            parse(&["message", "get", "--offset", "42"]).is_err(),
+            "--offset needs --broker"
+        );
+        assert!(parse(&["message", "get"]).is_err(), "one of --offset, --id");
+        assert!(parse(&["message", "get", "--offset", "-1", "--broker", "b:1"]).is_err());
+        assert!(parse(&["message", "get", "--id", "X", "--offset", "1", "--broker", "b"]).is_err());
+        let cli = parse(&[
+            "message",
+            "get",
+            "--id",
+            "AB",
+            "--full-body",
+            "--topic",
+            "T",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::Message(MessageCommand::Get(MessageGetArgs { id: Some(ref id), full_body: true, topic: Some(_), .. })) if id == "AB"
+        ));
+    }
+
+    #[test]
+    fn message_get_takes_a_key_with_a_topic_and_its_window() {
+        let cli = parse(&["message", "get", "--key", "K", "--topic", "T"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Message(MessageCommand::Get(g)) = cli.command else {
+            panic!("not message get: {cli:?}");
+        };
+        assert_eq!(
+            (g.key.as_deref(), g.topic.as_deref()),
+            (Some("K"), Some("T"))
+        );
+        assert_eq!((g.begin, g.end, g.max), (None, None, None));
+        let cli = parse(&[
+            "message", "get", "--key", "K", "--topic", "T", "--begin", "5", "--end", "9", "--max",
+            "3",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::Message(MessageCommand::Get(MessageGetArgs {
+                begin: Some(5),
+                end: Some(9),
+                max: Some(3),
+                ..
+            }))
+        ));
+        assert!(
+            parse(&["message", "get", "--key", "K"]).is_err(),
+            "--key needs --topic"
+        );
+        assert!(parse(&["message", "get", "--key", "K", "--topic", "T", "--max", "0"]).is_err());
+        assert!(parse(&["message", "get", "--key", "K", "--topic", "T", "--begin", "-1"]).is_err());
+        for flag in ["--begin", "--end", "--max"] {
+            assert!(
+                parse(&["message", "get", "--id", "X", "--topic", "T", flag, "5"]).is_err(),
+                "{flag} needs --key"
+            );
+        }
+        assert!(parse(&["message", "get", "--key", "K", "--id", "X", "--topic", "T"]).is_err());
+        // A unique key is an --id with a topic.
+        let cli = parse(&["message", "get", "--id", "U", "--topic", "T"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            cli.command,
+            Command::Message(MessageCommand::Get(MessageGetArgs {
+                id: Some(_),
+                key: None,
+                topic: Some(_),
+                ..
+            }))
+        ));
     }
 
     #[test]

@@ -128,6 +128,36 @@ impl Admin {
         })
     }
 
+    /// Each name server address, in the order given.
+    pub fn namesrv_addrs(&self) -> Vec<String> {
+        self.namesrv.addrs().to_vec()
+    }
+
+    /// Sends the request `make` builds to the name servers in turn and
+    /// returns the first successful answer with the address that gave it.
+    ///
+    /// # Errors
+    /// The last name server's failure when none answered.
+    pub async fn namesrv_call(
+        &self,
+        make: impl Fn() -> RemotingCommand,
+    ) -> Result<(String, RemotingCommand), AdminError> {
+        let mut last = AdminError::NoNameServer;
+        for (index, addr) in self.namesrv.in_turn() {
+            match self.call(Peer::NameServer, addr, make()).await {
+                Ok(answer) => {
+                    self.namesrv.answered(index);
+                    return Ok((addr.to_owned(), answer));
+                }
+                Err(e) => {
+                    self.namesrv.failed(index);
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
     /// The clusters and brokers the name servers know
     /// (`GET_BROKER_CLUSTER_INFO`), from the first name server that answers.
     ///

@@ -110,9 +110,79 @@ pub enum AdminError {
         /// The key.
         key: String,
     },
+    /// The name servers know no such cluster.
+    #[error("the name server(s) {namesrv} know no cluster named {cluster} (known: {})", known_names(.known))]
+    NoSuchCluster {
+        /// The name servers asked.
+        namesrv: String,
+        /// The cluster asked for.
+        cluster: String,
+        /// The clusters they know.
+        known: Vec<String>,
+    },
+    /// A message id could not be read.
+    #[error("{id:?} is not a message id: {reason}")]
+    BadMessageId {
+        /// The id given.
+        id: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// The message found belongs to another topic than the one asked for.
+    #[error("broker {addr} stores the message at CommitLog offset {offset} under topic {found}, not {topic}")]
+    OtherTopic {
+        /// The broker asked.
+        addr: String,
+        /// The CommitLog offset.
+        offset: i64,
+        /// The topic asked for.
+        topic: String,
+        /// The message's topic.
+        found: String,
+    },
     /// The name server list is empty.
     #[error("no name server address given (--namesrv)")]
     NoNameServer,
+    /// No broker of the topic holds a message under the key (`QUERY_MESSAGE`
+    /// found none, or only messages of other keys with the same hash).
+    #[error("{0}")]
+    NoMessage(Box<NoMessage>),
+    /// A message id given without `--topic` that is not an offset message
+    /// id, or names no message as one; a unique key needs the topic.
+    #[error("{id:?} {reason}; a unique key (a send result's msgId) is looked up with QUERY_MESSAGE, which needs --topic")]
+    NeedsTopic {
+        /// The id given.
+        id: String,
+        /// Why it was not found as an offset message id.
+        reason: String,
+    },
+}
+
+/// What a query by key or unique key asked and what each broker answered,
+/// when no message was left.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "query message by {kind} finished, but no message: topic {topic} has no message under {kind} {key:?} stored {} (QUERY_MESSAGE answers: {}){}",
+    window_text(*.begin_ms, *.end_ms),
+    .answers.join("; "),
+    tried_suffix(.tried.as_deref())
+)]
+pub struct NoMessage {
+    /// The topic.
+    pub topic: String,
+    /// `key` or `unique key`.
+    pub kind: &'static str,
+    /// The key asked for.
+    pub key: String,
+    /// Earliest store time asked for, ms since the epoch.
+    pub begin_ms: i64,
+    /// Latest store time asked for, ms since the epoch.
+    pub end_ms: i64,
+    /// What each broker answered, `address: answer`.
+    pub answers: Vec<String>,
+    /// Why the id did not name a message as an offset message id, when that
+    /// was tried first.
+    pub tried: Option<String>,
 }
 
 /// A request code's name, or `request code N` for one without a name.
@@ -129,6 +199,26 @@ pub fn response_name(code: ResponseCode) -> String {
         Some(name) => format!("{name} ({})", code.0),
         None => format!("code {}", code.0),
     }
+}
+
+/// A store-time window as text: `at any time`, or its bounds (UTC).
+fn window_text(begin_ms: i64, end_ms: i64) -> String {
+    let bound = |ms: i64| match chrono::DateTime::from_timestamp_millis(ms) {
+        Some(t) => format!("{} ({ms})", t.format("%Y-%m-%d %H:%M:%S%.3f UTC")),
+        None => ms.to_string(),
+    };
+    match (begin_ms <= 0, end_ms == i64::MAX) {
+        (true, true) => "at any time".to_owned(),
+        (false, true) => format!("since {}", bound(begin_ms)),
+        (true, false) => format!("until {}", bound(end_ms)),
+        (false, false) => format!("between {} and {}", bound(begin_ms), bound(end_ms)),
+    }
+}
+
+fn tried_suffix(tried: Option<&str>) -> String {
+    tried.map_or_else(String::new, |t| {
+        format!("; as an offset message id first: {t}")
+    })
 }
 
 fn known_names(known: &[String]) -> String {

@@ -2,11 +2,12 @@
 //! speaking the remoting protocol to name servers and brokers.
 //!
 //! - [`args`]: the command line (`cluster`, `topic`, `group`,
-//!   `connections`, `broker config`, `broker drain`/`undrain`, `why-busy`).
+//!   `connections`, `broker config`, `broker drain`/`undrain`, `why-busy`,
+//!   `message get`).
 //! - [`call`]: requests with a timeout, answers checked and read, and the
 //!   lookups commands start from (cluster info, routes, master brokers).
 //! - [`commands`]: what each command asks and the report it returns.
-//! - [`render`]: aligned text tables and JSON.
+//! - [`render`](mod@render): aligned text tables and JSON.
 //! - [`error`]: failures naming the server, the request, the code and the
 //!   remark.
 //! - [`why_busy`]: which flow-control mechanism refuses sends, why, and what
@@ -30,7 +31,9 @@ pub use args::Cli;
 pub use call::Admin;
 pub use error::{AdminError, Peer};
 
-use args::{BrokerCommand, Command, ConfigCommand, GroupCommand, TopicCommand, WhyBusyArgs};
+use args::{
+    BrokerCommand, Command, ConfigCommand, GroupCommand, MessageCommand, TopicCommand, WhyBusyArgs,
+};
 use render::render;
 
 /// Runs `cli`'s command and returns its output: text tables, or JSON with
@@ -88,10 +91,36 @@ async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
     let json = cli.json;
     Ok(match &cli.command {
         Command::Cluster => render(&commands::cluster(admin).await?, json),
-        Command::Topic(TopicCommand::List(t)) => render(
-            &commands::topic_list(admin, t.broker.as_deref()).await?,
+        Command::Topic(TopicCommand::List(t)) => {
+            let report = match &t.cluster {
+                Some(cluster) => commands::topic_list_in_cluster(admin, cluster).await?,
+                None => commands::topic_list(admin, t.target.broker.as_deref()).await?,
+            };
+            render(&report, json)
+        }
+        Command::Topic(TopicCommand::Delete(d)) => render(
+            &commands::topic_delete(admin, &d.topic, d.cluster.as_deref()).await?,
             json,
         ),
+        Command::Message(MessageCommand::Get(g)) => {
+            let lookup = match (&g.id, &g.key, &g.topic, g.offset, &g.broker) {
+                (Some(id), ..) => commands::MessageLookup::Id(id.clone()),
+                (None, Some(key), Some(topic), ..) => commands::MessageLookup::Key(
+                    commands::KeyQuery::by_key(topic, key, g.max, g.begin, g.end),
+                ),
+                (None, None, _, Some(offset), Some(broker)) => commands::MessageLookup::Offset {
+                    broker: broker.clone(),
+                    offset,
+                },
+                // clap requires --id, --key with --topic, or --offset with
+                // --broker.
+                _ => return Ok(String::new()),
+            };
+            render(
+                &commands::message_get(admin, &lookup, g.topic.as_deref(), g.full_body).await?,
+                json,
+            )
+        }
         Command::Topic(TopicCommand::Create(c)) => render(
             &commands::topic_create(admin, &c.topic, c.queues, c.target.broker.as_deref()).await?,
             json,

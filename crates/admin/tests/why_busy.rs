@@ -1,7 +1,7 @@
 //! `sluice-admin why-busy` against a real broker in-process, made busy in
 //! each way the flow control knows: the put lock held past the page-cache
-//! limit, a full send queue, an exhausted transient store pool; and an idle
-//! broker, watched twice.
+//! limit, a full send queue, an exhausted transient store pool, a SYNC_FLUSH
+//! backlog behind slow flushes; and an idle broker, watched twice.
 #![allow(clippy::unwrap_used)]
 
 use std::{
@@ -336,11 +336,24 @@ async fn an_idle_broker_is_ok_everywhere_and_watch_counts_since_the_previous_loo
             assert_eq!(d["broker"], b.addr.as_str());
             let findings = d["findings"].as_array().unwrap();
             assert_eq!(findings.len(), 12, "{d}");
+            // The disk is the machine's, shared with everything else on
+            // it: its finding follows its own figure.
+            let disk_full = findings
+                .iter()
+                .find(|f| f["mechanism"] == "disk")
+                .and_then(|f| f["value"].as_f64())
+                .is_some_and(|used| used >= 85.0);
             for f in findings {
+                if f["mechanism"] == "disk" && disk_full {
+                    assert_ne!(f["state"], "OK", "{f}");
+                    continue;
+                }
                 assert_eq!(f["state"], "OK", "{f}");
                 assert_eq!(f["action"], "Nothing to do.", "{f}");
             }
-            assert!(d["verdict"].as_str().unwrap().starts_with("OK:"), "{d}");
+            if !disk_full {
+                assert!(d["verdict"].as_str().unwrap().starts_with("OK:"), "{d}");
+            }
         }
         assert_eq!(looks[0]["brokers"][0]["window"]["kind"], "sinceBoot");
         let second = &looks[1]["brokers"][0]["window"];
@@ -376,6 +389,71 @@ async fn an_idle_broker_is_ok_everywhere_and_watch_counts_since_the_previous_loo
             "{unflushed}: {}",
             table["remainHowManyDataToFlush"]
         );
+        b.broker.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_sync_flush_is_named_with_its_backlog_against_sync_flush_timeout() {
+    bounded(async {
+        // Every flush waits 3 s; sends wait for their flush at most 100 ms,
+        // so more than 100 MiB/s x 100 ms = 10 MiB unflushed cannot make it.
+        let b = TestBroker::start(&[
+            ("flushDiskType", "SYNC_FLUSH"),
+            ("faultFlushDelayMills", "3000"),
+            ("syncFlushTimeout", "100"),
+            ("earlyAdmissionEnable", "false"),
+            ("adaptiveAdmissionEnable", "false"),
+        ])
+        .await;
+        let client = Arc::new(RemotingClient::new(ClientOptions::default()));
+        let body = vec![b's'; 256 * 1024];
+        // 64 sends of 256 KiB at once: 16 MiB written while a flush sleeps.
+        let sends: Vec<_> = (0..64)
+            .map(|_| {
+                let (client, addr, body) = (Arc::clone(&client), b.addr.clone(), body.clone());
+                tokio::spawn(async move {
+                    client
+                        .invoke(
+                            &addr,
+                            send_request("SlowFlush", &body),
+                            Duration::from_secs(10),
+                        )
+                        .await
+                        .map(|a| a.response_code())
+                })
+            })
+            .collect();
+        let flush = poll_within(
+            POLL_LIMIT,
+            POLL_EVERY,
+            "why-busy sees the flush backlog",
+            || async {
+                let f = b.finding("flush").await;
+                (f["state"] != "OK").then_some(f)
+            },
+        )
+        .await;
+        let mut timeouts = 0;
+        for s in sends {
+            if s.await.unwrap().unwrap() == ResponseCode::FLUSH_DISK_TIMEOUT {
+                timeouts += 1;
+            }
+        }
+        client.close_all().await;
+        let limit = 10.0 * 1024.0 * 1024.0;
+        assert_eq!(flush["limit"].as_f64(), Some(limit), "{flush}");
+        assert!(flush["value"].as_f64().unwrap() >= limit / 2.0, "{flush}");
+        assert_eq!(flush["answer"], "FLUSH_DISK_TIMEOUT");
+        let figures = flush["figures"].as_str().unwrap();
+        assert!(figures.contains(" unflushed of 10.0 MiB ("), "{figures}");
+        let why = flush["why"].as_str().unwrap();
+        assert!(
+            why.starts_with("Under SYNC_FLUSH, ") && why.contains("syncFlushTimeout (100 ms)"),
+            "{why}"
+        );
+        assert!(timeouts > 0, "sends really waited past syncFlushTimeout");
         b.broker.shutdown().await;
     })
     .await;

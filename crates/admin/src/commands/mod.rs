@@ -39,9 +39,16 @@ mod config;
 mod connections;
 mod drain;
 mod groups;
+mod message;
+mod query;
 mod reset;
+mod topic_delete;
 mod topics;
 
+#[cfg(test)]
+mod message_tests;
+#[cfg(test)]
+mod query_tests;
 #[cfg(test)]
 mod tests;
 
@@ -50,5 +57,8 @@ pub use config::*;
 pub use connections::*;
 pub use drain::*;
 pub use groups::*;
+pub use message::*;
+pub use query::*;
 pub use reset::*;
+pub use topic_delete::*;
 pub use topics::*;
