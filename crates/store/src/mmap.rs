@@ -100,14 +100,7 @@ impl MappedFile {
     /// # Errors
     /// The file cannot be opened, has another length, or cannot be mapped.
     pub fn open(path: &Path, from_offset: u64, size: usize) -> io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let len = file.metadata()?.len();
-        if len != size as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is {len} bytes long, expected {size}", path.display()),
-            ));
-        }
+        let file = open_exactly(path, size)?;
         Self::map(path, file, from_offset, size)
     }
 
@@ -482,14 +475,7 @@ impl RandomAccessFile {
     /// # Errors
     /// The file cannot be opened, has another length, or cannot be mapped.
     pub fn open(path: &Path, size: usize) -> io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let len = file.metadata()?.len();
-        if len != size as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is {len} bytes long, expected {size}", path.display()),
-            ));
-        }
+        let file = open_exactly(path, size)?;
         Self::map(path, file, size)
     }
 
@@ -606,6 +592,20 @@ impl Drop for FlagGuard<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
     }
+}
+
+/// Opens an existing store file for reading and writing, refusing one that
+/// is not exactly `size` bytes long.
+fn open_exactly(path: &Path, size: usize) -> io::Result<File> {
+    let file = OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    if len != size as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is {len} bytes long, expected {size}", path.display()),
+        ));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
