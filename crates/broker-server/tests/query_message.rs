@@ -154,3 +154,63 @@ async fn messages_are_found_by_key_and_by_unique_key_also_after_a_restart() {
     check_answers(&b, &offsets).await;
     b.broker.shutdown().await;
 }
+
+/// Message traces (RocketMQ's clients send them to `RMQ_SYS_TRACE_TOPIC`
+/// keyed by the traced message's id and keys) are found like any message:
+/// `mqadmin queryMsgTraceById` asks `QUERY_MESSAGE` on the trace topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_traces_are_found_by_the_traced_message_id() {
+    const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+    let b = TestBroker::start(&[]).await;
+    let traced = "7F000001000012B4AAC26E4BD5F80000";
+    let trace =
+        format!("Pub\u{1}1700000000000\u{1}DefaultRegion\u{1}PG\u{1}{TOPIC}\u{1}{traced}\u{1}");
+    let sent = b
+        .invoke(send_request(
+            TRACE_TOPIC,
+            0,
+            trace.as_bytes(),
+            &format!("KEYS\u{1}{traced} order-1\u{2}"),
+        ))
+        .await;
+    assert_eq!(
+        sent.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        sent.remark
+    );
+    let mut query = RemotingCommand::request_with_header(
+        RequestCode::QUERY_MESSAGE,
+        &QueryMessageRequestHeader {
+            topic: TRACE_TOPIC.into(),
+            key: traced.into(),
+            max_num: 64,
+            begin_timestamp: 0,
+            end_timestamp: i64::MAX,
+            ..QueryMessageRequestHeader::default()
+        },
+    );
+    query.set_ext(UNIQUE_KEY_QUERY, "false");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        let answer = b.invoke(query.clone()).await;
+        if answer.response_code() == ResponseCode::SUCCESS || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(
+        answer.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        answer.remark
+    );
+    match check(&answer.body, true) {
+        Record::Message(m) => {
+            assert_eq!(m.topic, TRACE_TOPIC);
+            assert_eq!(m.body, trace.as_bytes());
+            assert_eq!(m.total_size, answer.body.len());
+        }
+        other => panic!("not a record: {other:?}"),
+    }
+}
