@@ -194,7 +194,10 @@ impl IndexFile {
     /// `geometry`.
     pub(crate) fn open(path: &Path, geometry: Geometry) -> io::Result<Self> {
         let map = RandomAccessFile::open(path, geometry.file_size())?;
-        let header = IndexHeader::read(map.bytes());
+        let mut header = IndexHeader::read(map.bytes());
+        // A damaged count never sends a reader or writer past the entries.
+        let most = i32::try_from(geometry.entries).unwrap_or(i32::MAX);
+        header.index_count = header.index_count.clamp(1, most);
         let written = usize::try_from(header.index_count).unwrap_or(0);
         Ok(Self {
             path: path.to_path_buf(),
@@ -271,7 +274,9 @@ impl IndexFile {
             {
                 out.push(Hit { phy_offset, time });
             }
-            if prev <= 0 || prev >= h.index_count || prev == next || time < lookup.begin {
+            // Entries only ever point back to older ones: a chain that does
+            // not go down (a damaged file) ends here instead of looping.
+            if prev <= 0 || prev >= next || time < lookup.begin {
                 break;
             }
             next = prev;

@@ -223,3 +223,37 @@ fn a_file_after_a_full_one_starts_from_its_end() {
     let h = *w.header();
     assert_eq!((h.begin_timestamp, h.begin_phy_offset), (9_000, 1_000));
 }
+
+#[test]
+fn a_damaged_file_neither_loops_nor_reads_past_its_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let hash = key_hash("TopicTest", "key1");
+    let other = hash + 1000; // same slot, another key: never a hit
+    {
+        let file = IndexFile::create(&path, GEOMETRY, None).unwrap();
+        let mut w = file.writer();
+        w.put(other, 4_096, 1_700_000_000_000).unwrap();
+        w.put(other, 8_192, 1_700_000_000_000).unwrap();
+        drop(w);
+        file.flush().unwrap();
+    }
+    let mut raw = std::fs::read(&path).unwrap();
+    // Entry 1 points forward to entry 2, which points back to 1: a loop.
+    let e1 = 40 + 4000 + 20;
+    raw[e1 + 16..e1 + 20].copy_from_slice(&2i32.to_be_bytes());
+    // And the header claims more entries than the file has.
+    raw[36..40].copy_from_slice(&i32::MAX.to_be_bytes());
+    std::fs::write(&path, &raw).unwrap();
+
+    let file = IndexFile::open(&path, GEOMETRY).unwrap();
+    assert_eq!(file.header().index_count, 4000);
+    assert_eq!(offsets(&file, &lookup(hash)), Vec::<i64>::new());
+    assert_eq!(offsets(&file, &lookup(other)), [8_192, 4_096]);
+    // A slot naming an entry past the end is no entry.
+    let slot = 40 + (hash as usize % 1000) * 4;
+    raw[slot..slot + 4].copy_from_slice(&4500i32.to_be_bytes());
+    std::fs::write(&path, &raw).unwrap();
+    let file = IndexFile::open(&path, GEOMETRY).unwrap();
+    assert_eq!(offsets(&file, &lookup(hash)), Vec::<i64>::new());
+}
