@@ -5,6 +5,12 @@ set -euo pipefail
 need_apt=()
 # libfuzzer-sys compiles libFuzzer (C++) in its build script, which the fuzz check runs.
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
+# The peers benchmark (`cargo xtask bench peers`) runs NATS and Redis beside
+# Sluice; redis-server brings redis-benchmark (redis-tools). Debian puts
+# nats-server in /usr/sbin.
+command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need_apt+=(nats-server)
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-benchmark >/dev/null 2>&1 || need_apt+=(redis-tools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

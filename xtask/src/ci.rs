@@ -38,6 +38,9 @@ pub fn all(root: &Path) -> Result<()> {
     // The overload experiment end to end, in debug with short phases (about
     // 35 s with the broker already built): it must run, whatever it measures.
     crate::bench::main(root, &["overload".to_owned(), "--quick".to_owned()])?;
+    // Sluice beside NATS and Redis, one short run at 1 and 16 in flight (about
+    // 20 s with the same binaries built): a smoke test, no thresholds.
+    crate::bench::main(root, &["peers".to_owned(), "--quick".to_owned()])?;
     crate::chaos::main(root, &["--quick".to_owned()])?;
     test(root)
 }

@@ -11,9 +11,11 @@
 //!   filter, only the scenarios whose names contain it.
 //! - `chaos [--quick]`: the chaos suite against real broker processes (see
 //!   `chaos.rs`).
-//! - `bench overload|closed|protocols [--quick]`: the overload experiment,
-//!   the closed-loop throughput table and the remoting-versus-gRPC send
-//!   comparison against a real broker (see `bench/mod.rs`).
+//! - `bench overload|closed|protocols|transactions|peers [--quick]`: the
+//!   overload experiment, the closed-loop throughput table, the
+//!   remoting-versus-gRPC send comparison, transactional sends against a
+//!   real broker, and Sluice beside NATS JetStream and Redis Streams (see
+//!   `bench/mod.rs`).
 
 mod bench;
 mod chaos;
@@ -65,7 +67,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   ci           formatting, lints, clippy (-D warnings), fuzz build, e2e --quick,
-               bench overload --quick, chaos --quick, all tests
+               bench overload --quick, bench peers --quick, chaos --quick,
+               all tests
   lint         repository rules: crate graph, unsafe confinement, module docs
   fuzz-check   build the fuzz targets without running them
   e2e          end-to-end tests against real namesrv and broker processes
@@ -77,7 +80,9 @@ commands:
   bench        overload: capacity, then 2x capacity with early admission on/off
                (table, overload.json, overload.png); closed: msgs/s and latency
                at 1/16/64 in flight, ASYNC_FLUSH and SYNC_FLUSH; protocols:
-               remoting vs gRPC sends at 64 and 1 in flight, one broker
+               remoting vs gRPC sends at 64 and 1 in flight, one broker;
+               transactions: transactional vs plain sends; peers: Sluice,
+               NATS JetStream and Redis Streams side by side
                (--quick: debug build, short phases; see `cargo xtask bench`)";
 
 /// The workspace root: the parent of this crate's directory.

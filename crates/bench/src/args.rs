@@ -1,6 +1,6 @@
 //! Command-line flags of `sluice-bench`: the producer benchmark (the
-//! default, or `produce`), `consume`, and `overload-report`, and their
-//! conversion to the settings of each.
+//! default, or `produce`), `consume`, `overload-report`, `create-topic` and
+//! `nats-publish`, and their conversion to the settings of each.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use crate::{
     config::{Config, Mode, Protocol, TransactionEnd, DEFAULT_GRPC},
     consume::{ConsumeConfig, StartFrom, CONSUMER_GROUP},
+    nats::NatsConfig,
 };
 
 /// Load tool for RocketMQ-protocol brokers.
@@ -45,6 +46,68 @@ pub enum Command {
     OverloadReport(OverloadReportArgs),
     /// Create (or update) a topic on one broker, readable and writable.
     CreateTopic(CreateTopicArgs),
+    /// Publish to a NATS JetStream stream, closed loop, each publish waiting
+    /// for its acknowledgement; the same report as a send run's.
+    NatsPublish(NatsPublishArgs),
+}
+
+/// Flags of `nats-publish`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NatsPublishArgs {
+    /// NATS server address (host:port).
+    #[arg(long, default_value = "127.0.0.1:4222")]
+    pub server: String,
+    /// JetStream stream (file storage) holding the subject; created if
+    /// missing.
+    #[arg(long, default_value = "BENCH")]
+    pub stream: String,
+    /// Subject to publish to.
+    #[arg(long, default_value = "bench")]
+    pub subject: String,
+    /// Payload size of each message, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Seconds recorded after the warm-up.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Seconds sent before recording starts.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u64,
+    /// Concurrent publishers, each waiting for its previous acknowledgement.
+    #[arg(long, default_value_t = 1)]
+    pub in_flight: u32,
+    /// Client connections the publishers are spread over.
+    #[arg(long, default_value_t = 1)]
+    pub connections: u32,
+    /// How long each publish waits for its acknowledgement, ms.
+    #[arg(long, default_value_t = 3000)]
+    pub timeout_ms: u64,
+    /// Print the report as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl NatsPublishArgs {
+    /// The run these flags describe, checked.
+    ///
+    /// # Errors
+    /// A message naming the first flag out of range.
+    pub fn to_config(&self) -> Result<NatsConfig> {
+        let config = NatsConfig {
+            server: self.server.clone(),
+            stream: self.stream.clone(),
+            subject: self.subject.clone(),
+            body_bytes: self.size,
+            warmup: Duration::from_secs(self.warmup),
+            duration: Duration::from_secs(self.duration),
+            in_flight: self.in_flight,
+            connections: self.connections,
+            timeout: Duration::from_millis(self.timeout_ms),
+            progress: true,
+        };
+        config.validate()?;
+        Ok(config)
+    }
 }
 
 /// Flags of `create-topic`.

@@ -13,6 +13,7 @@
 //! sluice-bench --protocol grpc --grpc 127.0.0.1:8081 --in-flight 64 --connections 4
 //! sluice-bench consume --namesrv 127.0.0.1:9876 --topic Orders --duration 10
 //! sluice-bench consume --protocol grpc --grpc 127.0.0.1:8081 --topic Orders --receivers 8
+//! sluice-bench nats-publish --server 127.0.0.1:4222 --in-flight 16 --duration 5
 //! ```
 //!
 //! - [`config`]: what a run does ([`Config`], [`Mode`]).
@@ -26,6 +27,8 @@
 //!   [`grpc_consume`], its gRPC receive loops.
 //! - [`overload`], [`chart`]: the overload experiment's table, JSON and
 //!   chart (`sluice-bench overload-report`, run by `cargo xtask bench`).
+//! - [`nats`]: JetStream publishes to a NATS server (`sluice-bench
+//!   nats-publish`), for the comparison with NATS (`cargo xtask bench peers`).
 //! - [`schedule`]: the open loop's fixed send times.
 //! - [`outcome`]: response codes and busy remarks (`[TAG]`, period in queue).
 //! - [`report`]: HDR histograms, counters, the table and the JSON.
@@ -46,6 +49,7 @@ pub mod config;
 pub mod consume;
 pub mod grpc;
 pub mod grpc_consume;
+pub mod nats;
 pub mod outcome;
 pub mod overload;
 pub mod report;

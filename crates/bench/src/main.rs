@@ -1,6 +1,7 @@
 //! `sluice-bench`: parses the flags, starts a tokio runtime and runs the
 //! producer or consumer benchmark described in the `bench` library,
-//! summarizes the overload experiment, or creates a topic; reports go to
+//! summarizes the overload experiment, creates a topic, or publishes to a
+//! NATS JetStream stream for comparison; reports go to
 //! stdout, progress to stderr.
 
 use std::fs;
@@ -31,6 +32,16 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some(Command::OverloadReport(o)) => overload_report(&o),
+        Some(Command::NatsPublish(n)) => {
+            let config = n.to_config()?;
+            let report = runtime()?.block_on(bench::nats::publish(&config))?;
+            if n.json {
+                println!("{}", report.to_json()?);
+            } else {
+                print!("{}", Table(&report));
+            }
+            Ok(())
+        }
         Some(Command::CreateTopic(c)) => {
             c.validate()?;
             let timeout = std::time::Duration::from_millis(c.timeout_ms);

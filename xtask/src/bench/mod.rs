@@ -25,6 +25,15 @@
 //!   ones at 64 in flight, and plain sends' latency beside a backlog of
 //!   pending half messages with the broker's checks off and on (see
 //!   `transactions.rs`); `transactions.json`.
+//! - `peers`: Sluice (`ASYNC_FLUSH`) beside NATS JetStream (file storage,
+//!   `nats-server -js`) and Redis Streams (`redis-server`, AOF `everysec`)
+//!   on the same machine: closed-loop 1 KiB appends at 1, 16 and 64 in
+//!   flight, the three servers in turn for each run (Sluice and NATS from
+//!   the load tool, Redis from `redis-benchmark ... XADD`), throughput,
+//!   p50/p99 and each server's CPU time per message from
+//!   `/proc/<pid>/stat`; one table with the Sluice/NATS and Sluice/Redis
+//!   ratios, and `peers.json` (see `peers.rs`; `peer_servers.rs` runs the
+//!   NATS and Redis processes and tools).
 //!
 //! Each broker runs with its embedded name server (and its gRPC endpoint)
 //! on free loopback ports,
@@ -38,6 +47,8 @@
 
 mod closed;
 mod overload;
+mod peer_servers;
+mod peers;
 mod protocols;
 mod quota;
 mod runner;
@@ -50,7 +61,8 @@ use anyhow::{bail, Context, Result};
 
 use runner::run_experiment;
 
-const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols|transactions> [options]
+const USAGE: &str =
+    "usage: cargo xtask bench <overload|closed|protocols|transactions|peers> [options]
 
   overload [--quick] [--out DIR] [--bound fault|cpu] [--fault-ms N]
            capacity, then 2x capacity with adaptive admission, early
@@ -68,6 +80,13 @@ const USAGE: &str = "usage: cargo xtask bench <overload|closed|protocols|transac
            half + commit against plain sends at 64 in flight; plain sends
            beside N pending half messages (default 1000000; quick 20000)
            with checks off and on
+  peers    [--quick] [--out DIR] [--runs N] [--in-flight 1,16,64] [--seconds S]
+           Sluice (ASYNC_FLUSH) beside NATS JetStream (nats-server -js, file
+           storage) and Redis Streams (redis-server, AOF everysec): closed-loop
+           1 KiB appends at each in-flight level, the three in turn per run,
+           msgs/s, p50/p99 and server CPU µs per message, peers.json
+           (default 2 runs of 5 s; quick: 1 run of 2 s at 1 and 16 in flight;
+           needs nats-server, redis-server and redis-benchmark: .ci/install.sh)
 
   --quick  debug build and short phases (for CI)
   --out    where the results go (default <target>/bench)
@@ -93,6 +112,12 @@ struct Options {
     halves: Option<u64>,
     /// Extra broker settings (`key=value`), after the experiment's own.
     settings: Vec<String>,
+    /// Runs per level of the peers experiment.
+    runs: Option<u32>,
+    /// In-flight levels of the peers experiment.
+    in_flight: Option<Vec<u32>>,
+    /// Recorded seconds of each run of the peers experiment.
+    seconds: Option<u64>,
 }
 
 impl Options {
@@ -128,6 +153,9 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         connections: None,
         halves: None,
         settings: Vec::new(),
+        runs: None,
+        in_flight: None,
+        seconds: None,
     };
     let mut bound_cpu = false;
     let mut fault_ms = 1;
@@ -175,6 +203,30 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
                         .with_context(|| format!("bench: --halves {v:?}: expected at least 1"))?,
                 );
             }
+            "--runs" => {
+                let v = value("--runs")?;
+                options.runs = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|n| (1..=100).contains(n))
+                        .with_context(|| format!("bench: --runs {v:?}: expected 1 to 100"))?,
+                );
+            }
+            "--seconds" => {
+                let v = value("--seconds")?;
+                options.seconds = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|n| (1..=3600).contains(n))
+                        .with_context(|| format!("bench: --seconds {v:?}: expected 1 to 3600"))?,
+                );
+            }
+            "--in-flight" => {
+                let v = value("--in-flight")?;
+                options.in_flight = Some(parse_levels(&v).with_context(|| {
+                    format!("bench: --in-flight {v:?}: expected levels like 1,16,64 (1 to 10000)")
+                })?);
+            }
             other => bail!("bench: unknown option {other:?}\n\n{USAGE}"),
         }
     }
@@ -188,8 +240,18 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         "closed" => run_experiment(root, &options, "closed", closed::run),
         "protocols" => run_experiment(root, &options, "protocols", protocols::run),
         "transactions" => run_experiment(root, &options, "transactions", transactions::run),
+        "peers" => run_experiment(root, &options, "peers", peers::run),
         other => bail!("bench: unknown experiment {other:?}\n\n{USAGE}"),
     }
+}
+
+/// `1,16,64` as levels, each 1 to 10000; at most 16 of them.
+fn parse_levels(text: &str) -> Option<Vec<u32>> {
+    let levels = text
+        .split(',')
+        .map(|l| l.trim().parse().ok().filter(|n| (1..=10_000).contains(n)))
+        .collect::<Option<Vec<u32>>>()?;
+    (levels.len() <= 16).then_some(levels)
 }
 
 #[cfg(test)]
@@ -207,5 +269,17 @@ mod tests {
         assert!(main(root, &strings(&["closed", "--set", "novalue"])).is_err());
         assert!(main(root, &strings(&["protocols", "--connections", "0"])).is_err());
         assert!(main(root, &strings(&["transactions", "--halves", "0"])).is_err());
+        assert!(main(root, &strings(&["peers", "--runs", "0"])).is_err());
+        assert!(main(root, &strings(&["peers", "--seconds", "x"])).is_err());
+        assert!(main(root, &strings(&["peers", "--in-flight", "1,,16"])).is_err());
+    }
+
+    #[test]
+    fn in_flight_levels_are_a_comma_separated_list() {
+        assert_eq!(parse_levels("1,16,64"), Some(vec![1, 16, 64]));
+        assert_eq!(parse_levels(" 4 "), Some(vec![4]));
+        assert_eq!(parse_levels("0,16"), None);
+        assert_eq!(parse_levels("1,x"), None);
+        assert_eq!(parse_levels(""), None);
     }
 }

@@ -33,7 +33,7 @@ pub(super) struct Setup {
     broker: PathBuf,
     pub(super) bench: PathBuf,
     /// Stores and logs; removed at the end unless something failed.
-    work: PathBuf,
+    pub(super) work: PathBuf,
     /// Results.
     pub(super) out: PathBuf,
     /// Extra broker settings from `--set`.
@@ -165,6 +165,11 @@ impl Broker {
         self.proc.print_tail(LOG_TAIL_LINES);
     }
 
+    /// The broker's process id, for its CPU time.
+    pub(super) fn pid(&self) -> u32 {
+        self.proc.id()
+    }
+
     /// Kills the broker and removes its store (the log stays).
     pub(super) fn stop(mut self) {
         // An error means the process already exited; nothing else to do.
@@ -214,29 +219,38 @@ pub(super) fn run_bounded(mut cmd: Command, limit: Duration) -> Result<std::proc
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    let mut child = cmd.spawn().context("start sluice-bench")?;
+    let program = Path::new(cmd.get_program())
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let mut child = cmd.spawn().with_context(|| format!("start {program}"))?;
     let deadline = Instant::now() + limit;
-    let mut stdout = child.stdout.take().context("capture sluice-bench output")?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .with_context(|| format!("capture {program} output"))?;
     // Read in a thread so that a full pipe cannot stall the child.
     let reader = thread::spawn(move || {
         let mut buf = Vec::new();
         std::io::Read::read_to_end(&mut stdout, &mut buf).map(|_| buf)
     });
     let status = loop {
-        if let Some(status) = child.try_wait().context("poll sluice-bench")? {
+        if let Some(status) = child
+            .try_wait()
+            .with_context(|| format!("poll {program}"))?
+        {
             break status;
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("sluice-bench did not finish within {limit:?}");
+            bail!("{program} did not finish within {limit:?}");
         }
         thread::sleep(Duration::from_millis(100));
     };
     let stdout = reader
         .join()
         .map_err(|_| anyhow::anyhow!("the output reader panicked"))?
-        .context("read sluice-bench output")?;
+        .with_context(|| format!("read {program} output"))?;
     Ok(std::process::Output {
         status,
         stdout,
