@@ -57,6 +57,7 @@ pub mod route;
 pub mod run;
 pub mod schedule;
 pub mod sender;
+mod window;
 
 pub use config::{Config, Mode, Protocol};
 pub use outcome::Outcome;

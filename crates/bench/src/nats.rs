@@ -14,10 +14,7 @@
 //!   and every publish waits at most the request timeout.
 //! - Only publishes sent after the warm-up are recorded.
 
-use std::{
-    sync::{Arc, Mutex, PoisonError},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use anyhow::{ensure, Context as _, Result};
 use async_nats::jetstream::{self, context::PublishErrorKind, stream::StorageType};
@@ -27,7 +24,8 @@ use tokio::{task::JoinSet, time::Instant};
 use crate::{
     config::{Config, Mode, Protocol, MAX_BODY_BYTES},
     outcome::Outcome,
-    report::{progress_line, Recorder, Report},
+    report::Report,
+    window::{drain, stop_progress, Window},
 };
 
 /// Pause of a sender after a failed publish other than a timeout, so a
@@ -121,31 +119,20 @@ struct Shared {
     subject: String,
     payload: Bytes,
     timeout: Duration,
-    start: Instant,
-    warmup_end: Instant,
-    end: Instant,
-    recorder: Mutex<Recorder>,
+    window: Arc<Window>,
 }
 
 impl Shared {
-    fn with_recorder<T>(&self, f: impl FnOnce(&mut Recorder) -> T) -> T {
-        f(&mut self.recorder.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
     /// Publishes until the end, waiting for each acknowledgement.
     async fn sender(&self, index: usize) {
         let context = &self.contexts[index % self.contexts.len()];
         loop {
             let sent_at = Instant::now();
-            if sent_at >= self.end {
+            if sent_at >= self.window.end {
                 return;
             }
             let outcome = self.publish_one(context).await;
-            let done = Instant::now();
-            if sent_at >= self.warmup_end {
-                let t = done.saturating_duration_since(self.warmup_end).as_secs() + 1;
-                self.with_recorder(|r| r.record_in(t, &outcome, done - sent_at));
-            }
+            self.window.record(sent_at, Instant::now(), &outcome);
             if matches!(outcome, Outcome::ConnectionError) {
                 tokio::time::sleep(ERROR_PAUSE).await;
             }
@@ -195,66 +182,35 @@ pub async fn publish(config: &NatsConfig) -> Result<Report> {
         })
         .await
         .with_context(|| format!("create the stream {}", config.stream))?;
-    let start = Instant::now();
-    let warmup_end = start + config.warmup;
+    let window = Arc::new(Window::begin(config.warmup, config.duration)?);
     let shared = Arc::new(Shared {
         contexts,
         subject: config.subject.clone(),
         payload: Bytes::from(vec![b'x'; config.body_bytes]),
         timeout: config.timeout,
-        start,
-        warmup_end,
-        end: warmup_end + config.duration,
-        recorder: Mutex::new(Recorder::new()?),
+        window: Arc::clone(&window),
     });
-    let progress = config.progress.then(|| spawn_progress(&shared));
+    let progress = window.spawn_progress(config.progress);
     let mut senders = JoinSet::new();
     for index in 0..config.in_flight as usize {
         let shared = Arc::clone(&shared);
         senders.spawn(async move { shared.sender(index).await });
     }
-    let deadline = shared.end + config.timeout + DRAIN_SLACK;
-    let all = async { while senders.join_next().await.is_some() {} };
-    if tokio::time::timeout_at(deadline, all).await.is_err() {
-        senders.abort_all();
-        while senders.join_next().await.is_some() {}
-    }
-    if let Some(handle) = progress {
-        handle.abort();
-        let _ = handle.await;
-    }
+    drain(&mut senders, window.end + config.timeout + DRAIN_SLACK).await;
+    stop_progress(progress).await;
     let mode = Mode::Closed {
         in_flight: config.in_flight,
     };
-    let mut report = shared.with_recorder(|r| r.report(&config.as_run(), mode));
+    let mut report = window.with_recorder(|r| r.report(&config.as_run(), mode));
     report.protocol = "nats".to_owned();
     report.broker = url;
     Ok(report)
 }
 
-/// Prints a progress line every second until the end.
-fn spawn_progress(shared: &Arc<Shared>) -> tokio::task::JoinHandle<()> {
-    let shared = Arc::clone(shared);
-    tokio::spawn(async move {
-        let mut last_ok = 0;
-        let mut tick = shared.start + Duration::from_secs(1);
-        while tick < shared.end {
-            tokio::time::sleep_until(tick).await;
-            let (ok, failed, p99) = shared.with_recorder(|r| (r.ok(), r.failed(), r.p99_ok_us()));
-            let warming_up = tick <= shared.warmup_end;
-            eprintln!(
-                "{}",
-                progress_line(tick - shared.start, warming_up, ok - last_ok, failed, p99)
-            );
-            last_ok = ok;
-            tick += Duration::from_secs(1);
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Recorder;
 
     fn config() -> NatsConfig {
         NatsConfig {

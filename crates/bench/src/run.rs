@@ -14,7 +14,7 @@
 use std::{
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex, PoisonError,
+        Arc,
     },
     time::Duration,
 };
@@ -25,9 +25,10 @@ use tokio::{task::JoinSet, time::Instant};
 use crate::{
     config::{Config, Mode},
     outcome::{Busy, Outcome},
-    report::{progress_line, Recorder, Report},
+    report::Report,
     schedule::Schedule,
     sender::Sender,
+    window::{drain, stop_progress, Window},
 };
 
 /// Pause of a closed-loop sender after a connection error, so a dead
@@ -60,14 +61,18 @@ pub async fn closed_loop(config: &Config, in_flight: u32) -> Result<Report> {
     let mode = Mode::Closed { in_flight };
     mode.validate()?;
     let shared = Arc::new(Shared::connect(config).await?);
-    let progress = spawn_progress(config, &shared);
+    let progress = shared.window.spawn_progress(config.progress);
     let mut senders = JoinSet::new();
     for _ in 0..in_flight {
         let shared = Arc::clone(&shared);
         senders.spawn(async move { shared.closed_sender().await });
     }
-    drain(&mut senders, shared.end + config.timeout + DRAIN_SLACK).await;
-    stop(progress).await;
+    drain(
+        &mut senders,
+        shared.window.end + config.timeout + DRAIN_SLACK,
+    )
+    .await;
+    stop_progress(progress).await;
     Ok(shared.report(config, mode))
 }
 
@@ -84,21 +89,22 @@ pub async fn open_loop(config: &Config, rate_per_sec: f64, max_outstanding: u64)
     };
     mode.validate()?;
     let shared = Arc::new(Shared::connect(config).await?);
-    let progress = spawn_progress(config, &shared);
-    let schedule = Schedule::new(shared.start, rate_per_sec);
+    let window = Arc::clone(&shared.window);
+    let progress = window.spawn_progress(config.progress);
+    let schedule = Schedule::new(window.start, rate_per_sec);
     let outstanding = Arc::new(AtomicU64::new(0));
     let mut requests = JoinSet::new();
     let mut index = 0_u64;
-    while let Some(due) = schedule.at(index).filter(|t| *t < shared.end) {
+    while let Some(due) = schedule.at(index).filter(|t| *t < window.end) {
         tokio::time::sleep_until(due).await;
         // The timer fires at millisecond granularity: send everything due by now.
         let now = Instant::now();
-        while let Some(intended) = schedule.at(index).filter(|t| *t <= now && *t < shared.end) {
+        while let Some(intended) = schedule.at(index).filter(|t| *t <= now && *t < window.end) {
             index += 1;
             if outstanding.load(Ordering::Relaxed) >= max_outstanding {
-                if intended >= shared.warmup_end {
-                    let t = shared.second_of(intended);
-                    shared.with_recorder(|r| r.record_backlog_in(t));
+                if intended >= window.warmup_end {
+                    let t = window.second_of(intended);
+                    window.with_recorder(|r| r.record_backlog_in(t));
                 }
                 continue;
             }
@@ -113,8 +119,8 @@ pub async fn open_loop(config: &Config, rate_per_sec: f64, max_outstanding: u64)
         // Reap finished tasks so the set does not grow over a long run.
         while requests.try_join_next().is_some() {}
     }
-    drain(&mut requests, shared.end + config.timeout + DRAIN_SLACK).await;
-    stop(progress).await;
+    drain(&mut requests, window.end + config.timeout + DRAIN_SLACK).await;
+    stop_progress(progress).await;
     Ok(shared.report(config, mode))
 }
 
@@ -124,10 +130,7 @@ struct Shared {
     sender: Sender,
     next: AtomicU64,
     timeout: Duration,
-    start: Instant,
-    warmup_end: Instant,
-    end: Instant,
-    recorder: Mutex<Recorder>,
+    window: Arc<Window>,
     honour_retry_after: bool,
     hint_waits: AtomicU64,
     refused_after_hint: AtomicU64,
@@ -136,16 +139,11 @@ struct Shared {
 impl Shared {
     async fn connect(config: &Config) -> Result<Self> {
         let sender = Sender::connect(config).await?;
-        let start = Instant::now();
-        let warmup_end = start + config.warmup;
         Ok(Self {
             sender,
             next: AtomicU64::new(0),
             timeout: config.timeout,
-            start,
-            warmup_end,
-            end: warmup_end + config.duration,
-            recorder: Mutex::new(Recorder::new()?),
+            window: Arc::new(Window::begin(config.warmup, config.duration)?),
             honour_retry_after: config.honour_retry_after,
             hint_waits: AtomicU64::new(0),
             refused_after_hint: AtomicU64::new(0),
@@ -156,11 +154,11 @@ impl Shared {
         let mut after_hint = false;
         loop {
             let sent_at = Instant::now();
-            if sent_at >= self.end {
+            if sent_at >= self.window.end {
                 return;
             }
             let outcome = self.send_one(sent_at).await;
-            let recorded = sent_at >= self.warmup_end;
+            let recorded = sent_at >= self.window.warmup_end;
             if after_hint && recorded && matches!(outcome, Outcome::Busy(_)) {
                 self.refused_after_hint.fetch_add(1, Ordering::Relaxed);
             }
@@ -187,68 +185,15 @@ impl Shared {
     async fn send_one(&self, intended: Instant) -> Outcome {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let outcome = self.sender.send(seq, self.timeout).await;
-        let done = Instant::now();
-        let latency = done.saturating_duration_since(intended);
-        if intended >= self.warmup_end {
-            let t = self.second_of(done);
-            self.with_recorder(|r| r.record_in(t, &outcome, latency));
-        }
+        self.window.record(intended, Instant::now(), &outcome);
         outcome
     }
 
-    /// The second of the recorded time `at` falls in, counting from 1.
-    fn second_of(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.warmup_end).as_secs() + 1
-    }
-
-    fn with_recorder<T>(&self, f: impl FnOnce(&mut Recorder) -> T) -> T {
-        f(&mut self.recorder.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
     fn report(&self, config: &Config, mode: Mode) -> Report {
-        let mut report = self.with_recorder(|r| r.report(config, mode));
+        let mut report = self.window.with_recorder(|r| r.report(config, mode));
         report.broker = self.sender.brokers();
         report.hint_waits = self.hint_waits.load(Ordering::Relaxed);
         report.refused_after_hint = self.refused_after_hint.load(Ordering::Relaxed);
         report
-    }
-}
-
-/// Prints a progress line every second until the end, if asked to.
-fn spawn_progress(config: &Config, shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
-    if !config.progress {
-        return None;
-    }
-    let shared = Arc::clone(shared);
-    Some(tokio::spawn(async move {
-        let mut last_ok = 0;
-        let mut tick = shared.start + Duration::from_secs(1);
-        while tick < shared.end {
-            tokio::time::sleep_until(tick).await;
-            let (ok, failed, p99) = shared.with_recorder(|r| (r.ok(), r.failed(), r.p99_ok_us()));
-            let warming_up = tick <= shared.warmup_end;
-            eprintln!(
-                "{}",
-                progress_line(tick - shared.start, warming_up, ok - last_ok, failed, p99)
-            );
-            last_ok = ok;
-            tick += Duration::from_secs(1);
-        }
-    }))
-}
-
-async fn stop(progress: Option<tokio::task::JoinHandle<()>>) {
-    if let Some(handle) = progress {
-        handle.abort();
-        let _ = handle.await;
-    }
-}
-
-/// Waits for every task, aborting what is left at `deadline`.
-async fn drain(tasks: &mut JoinSet<()>, deadline: Instant) {
-    let all = async { while tasks.join_next().await.is_some() {} };
-    if tokio::time::timeout_at(deadline, all).await.is_err() {
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
     }
 }
