@@ -11,9 +11,9 @@ use message_model::flags::PULL_SUSPEND;
 use remoting_protocol::{
     body::{self, HeartbeatData, ProducerData, ProducerTableInfo, TopicConfigSerializeWrapper},
     header::{
-        DeleteTopicRequestHeader, GetMaxOffsetRequestHeader, GetTopicConfigRequestHeader,
-        OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
-        QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+        DeleteTopicRequestHeader, GetTopicConfigRequestHeader, PullMessageRequestHeader,
+        PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+        UpdateConsumerOffsetRequestHeader,
     },
     message::record::{check, Record},
     LanguageCode, RemotingCommand, RequestCode, ResponseCode,
@@ -73,24 +73,6 @@ async fn committed(b: &TestBroker, topic: &str, queue_id: i32) -> RemotingComman
         },
     ))
     .await
-}
-
-async fn max_offset(b: &TestBroker, topic: &str, queue_id: i32) -> i64 {
-    let answer = b
-        .invoke(RemotingCommand::request_with_header(
-            RequestCode::GET_MAX_OFFSET,
-            &GetMaxOffsetRequestHeader {
-                topic: topic.into(),
-                queue_id,
-                ..GetMaxOffsetRequestHeader::default()
-            },
-        ))
-        .await;
-    assert_eq!(answer.response_code(), ResponseCode::SUCCESS);
-    answer
-        .decode_header::<OffsetResponseHeader>()
-        .unwrap()
-        .offset
 }
 
 /// A pull that the broker holds until the queue has a message at `offset`
@@ -163,7 +145,7 @@ async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zer
     b.create_topic("KeptT", 1).await;
     send(&b, "KeptT", 0, "kept").await;
     commit(&b, "KeptT", 0, 1).await;
-    assert_eq!(max_offset(&b, TOPIC, 0).await, 3);
+    assert_eq!(b.max_offset(TOPIC, 0).await, 3);
     let version_before = all_topics(&b).await.data_version;
 
     let answer = delete(&b, TOPIC).await;
@@ -224,9 +206,9 @@ async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zer
     assert_eq!(kept.response_code(), ResponseCode::SUCCESS);
 
     // The queues are empty, their files gone, and a pull finds no topic.
-    assert_eq!(max_offset(&b, TOPIC, 0).await, 0);
-    assert_eq!(max_offset(&b, TOPIC, 1).await, 0);
-    assert_eq!(max_offset(&b, "KeptT", 0).await, 1);
+    assert_eq!(b.max_offset(TOPIC, 0).await, 0);
+    assert_eq!(b.max_offset(TOPIC, 1).await, 0);
+    assert_eq!(b.max_offset("KeptT", 0).await, 1);
     assert!(!state
         .store
         .config()
@@ -239,7 +221,7 @@ async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zer
     // Created again, the topic starts at queue offset 0 and serves only
     // its new messages.
     b.create_topic(TOPIC, 2).await;
-    assert_eq!(max_offset(&b, TOPIC, 0).await, 0);
+    assert_eq!(b.max_offset(TOPIC, 0).await, 0);
     let empty = b.invoke(common::pull_request(TOPIC, 0, 0, 32)).await;
     assert_eq!(empty.response_code(), ResponseCode::PULL_NOT_FOUND);
     send(&b, TOPIC, 0, "new-0").await;
@@ -250,7 +232,7 @@ async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zer
         got.extend(pulled(&pull_waiting(&b, TOPIC, 0, 1).await));
     }
     assert_eq!(got, vec![(0, "new-0".to_owned()), (1, "new-1".to_owned())]);
-    assert_eq!(max_offset(&b, TOPIC, 0).await, 2);
+    assert_eq!(b.max_offset(TOPIC, 0).await, 2);
     let header: PullMessageResponseHeader = first.decode_header().unwrap();
     assert_eq!(header.min_offset, 0);
 }
@@ -266,7 +248,7 @@ async fn an_auto_created_topic_after_a_deletion_starts_at_zero() {
         delete(&b, "AutoDel").await.response_code(),
         ResponseCode::SUCCESS
     );
-    assert_eq!(max_offset(&b, "AutoDel", 0).await, 0);
+    assert_eq!(b.max_offset("AutoDel", 0).await, 0);
     // The send creates the topic again from the template.
     send(&b, "AutoDel", 0, "new").await;
     assert_eq!(

@@ -16,8 +16,8 @@ use message_model::flags::PULL_COMMIT_OFFSET;
 use remoting_protocol::{
     body::{self, MessageQueueBody, ResetOffsetBody, SubscriptionGroupConfig},
     header::{
-        GetMaxOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
-        PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, ResetOffsetRequestHeader,
+        OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+        QueryConsumerOffsetRequestHeader, ResetOffsetRequestHeader,
         UpdateConsumerOffsetRequestHeader,
     },
     message::record::{check, Record},
@@ -51,23 +51,6 @@ async fn next_millisecond() {
     while message_model::now_ms() <= now {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-}
-
-async fn max_offset(b: &TestBroker, queue_id: i32) -> i64 {
-    let answer = b
-        .invoke(RemotingCommand::request_with_header(
-            RequestCode::GET_MAX_OFFSET,
-            &GetMaxOffsetRequestHeader {
-                topic: TOPIC.into(),
-                queue_id,
-                ..GetMaxOffsetRequestHeader::default()
-            },
-        ))
-        .await;
-    answer
-        .decode_header::<OffsetResponseHeader>()
-        .unwrap()
-        .offset
 }
 
 /// Store times of the messages in a pull's body.
@@ -108,7 +91,7 @@ async fn six_messages(b: &TestBroker) -> [Vec<i64>; 2] {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while max_offset(b, 0).await != 3 || max_offset(b, 1).await != 3 {
+    while b.max_offset(TOPIC, 0).await != 3 || b.max_offset(TOPIC, 1).await != 3 {
         assert!(
             Instant::now() < deadline,
             "the queue index never held the messages"

@@ -67,6 +67,25 @@ impl TestBroker {
         );
     }
 
+    /// The next queue offset of `topic`'s queue `queue_id` (`GET_MAX_OFFSET`).
+    pub async fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        let answer = self
+            .invoke(RemotingCommand::request_with_header(
+                RequestCode::GET_MAX_OFFSET,
+                &remoting_protocol::header::GetMaxOffsetRequestHeader {
+                    topic: topic.into(),
+                    queue_id,
+                    ..remoting_protocol::header::GetMaxOffsetRequestHeader::default()
+                },
+            ))
+            .await;
+        assert_eq!(answer.response_code(), ResponseCode::SUCCESS);
+        answer
+            .decode_header::<remoting_protocol::header::OffsetResponseHeader>()
+            .unwrap()
+            .offset
+    }
+
     /// The broker, the client, the broker's address and the directory that
     /// must outlive the broker.
     pub fn into_parts(self) -> (Broker, RemotingClient, String, Option<tempfile::TempDir>) {
