@@ -36,8 +36,11 @@ async fn retention_on_a_small_disk() {
     let Some(env) = chaos_env("retention") else {
         return;
     };
+    // CommitLog files smaller than the 5 % of the disk between the
+    // forcible ratio (85 %) and the warning ratio (90 %), so that a new one
+    // does not by itself carry a disk just under 85 % past 90 %.
     let (mib, file_mib, last_window) = if env.quick {
-        (128u64, 8u64, Duration::from_secs(5))
+        (128u64, 5u64, Duration::from_secs(5))
     } else {
         (512, 16, Duration::from_secs(60))
     };
@@ -57,6 +60,12 @@ async fn retention_on_a_small_disk() {
             "cleanResourceInterval=1000",
             "deleteCommitLogFilesInterval=0",
             "deleteConsumeQueueFilesInterval=0",
+            // IndexFiles in proportion to the small disk (0.4 MB each,
+            // deleted with the CommitLog files they index): the newest one,
+            // which retention keeps, must not eat the few MiB between the
+            // forcible ratio (85 %) and the warning ratio (90 %).
+            "maxHashSlotNum=1000",
+            "maxIndexNum=20000",
         ],
     )
     .unwrap();
