@@ -20,8 +20,9 @@ pub fn config(dir: &Path) -> StoreConfig {
         max_hash_slot_num: 1000,
         max_index_num: 4000,
         // The tests decide what retention deletes, not how full the shared
-        // disk happens to be (past diskSpaceCleanForciblyRatio unexpired
-        // files would go).
+        // disk happens to be: past diskMaxUsedSpaceRatio expired files would
+        // go at any hour, past diskSpaceCleanForciblyRatio unexpired ones.
+        disk_max_used_space_ratio: 95,
         clean_file_forcibly_enable: false,
         ..StoreConfig::with_root(dir)
     }
