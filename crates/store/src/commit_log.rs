@@ -545,12 +545,13 @@ impl CommitLog {
             })
     }
 
-    fn append_to(&self, file: &MappedFile, data: &[u8]) -> Result<(), PutError> {
+    fn append_to(&self, file: &Arc<MappedFile>, data: &[u8]) -> Result<(), PutError> {
         let pos = file.append(data).map_err(|e| append_failed(file, e))?;
         self.wrote_end.store(
             file.from_offset() + (pos + data.len()) as u64,
             Ordering::Release,
         );
+        self.files.wrote(file, pos + data.len());
         Ok(())
     }
 

@@ -91,9 +91,16 @@ pub struct StoreConfig {
     #[serde(rename = "checkCRCOnRecover")]
     pub check_crc_on_recover: bool,
     /// Fault each new CommitLog file's pages in when it is made (in the
-    /// background for all but the first), so that appends do not pay for
-    /// page allocation and zeroing. Default false.
+    /// background), so that appends do not pay for page allocation and
+    /// zeroing. Default false.
     pub warm_maped_file_enable: bool,
+    /// Bytes just ahead of the CommitLog's write position that a background
+    /// thread keeps faulted in, so that appends under the put lock do not
+    /// wait for the kernel to allocate and zero pages; 0 turns it off. Not
+    /// used with `warmMapedFileEnable` (whole files are faulted in then) or
+    /// the transient store pool (appends touch only its buffers). Default
+    /// 16 MiB; 0..=1 GiB.
+    pub warm_ahead_bytes_commit_log: usize,
     /// The delay of each delay level, level 1 first: numbers with a unit
     /// (`s`, `m`, `h`, `d`) separated by spaces. Default RocketMQ's 18
     /// levels, `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`.
@@ -181,6 +188,7 @@ impl Default for StoreConfig {
             os_page_cache_busy_time_out_mills: 1000,
             check_crc_on_recover: true,
             warm_maped_file_enable: false,
+            warm_ahead_bytes_commit_log: 16 << 20,
             message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
             file_reserved_time: 72,
             delete_when: "04".to_owned(),
@@ -323,6 +331,12 @@ impl StoreConfig {
             60_000,
         )?;
         range("syncFlushTimeout", self.sync_flush_timeout, 1, 60_000)?;
+        range(
+            "warmAheadBytesCommitLog",
+            self.warm_ahead_bytes_commit_log,
+            0,
+            1 << 30,
+        )?;
         range(
             "commitIntervalCommitLog",
             self.commit_interval_commit_log,

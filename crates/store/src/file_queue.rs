@@ -17,7 +17,7 @@ use std::{
     time::Duration,
 };
 
-use crate::{mmap::MappedFile, pool::TransientStorePool};
+use crate::{mmap::MappedFile, pool::TransientStorePool, warm::WarmAhead};
 
 /// How new files of a queue are made.
 #[derive(Debug, Clone)]
@@ -30,6 +30,9 @@ pub struct FileFactory {
     pub fast_fail_without_buffer: bool,
     /// Pre-touch the pages of new files.
     pub warm: bool,
+    /// Bytes ahead of the write position kept faulted in (0: none); new
+    /// files are made with their first this many bytes faulted in.
+    pub warm_ahead: usize,
 }
 
 impl FileFactory {
@@ -40,6 +43,7 @@ impl FileFactory {
             pool: None,
             fast_fail_without_buffer: false,
             warm: false,
+            warm_ahead: 0,
         }
     }
 
@@ -68,6 +72,8 @@ impl FileFactory {
         }
         if self.warm {
             file.warm();
+        } else if self.warm_ahead > 0 && self.pool.is_none() {
+            file.prefault(0, self.warm_ahead);
         }
         Ok(file)
     }
@@ -87,6 +93,7 @@ pub struct FileQueue {
     flushed_where: AtomicU64,
     committed_where: AtomicU64,
     allocator: Option<Allocator>,
+    warm_ahead: Option<WarmAhead>,
 }
 
 impl FileQueue {
@@ -140,7 +147,11 @@ impl FileQueue {
     }
 
     /// A queue over already recovered files. With `preallocate`, a
-    /// background thread makes the next file before it is needed.
+    /// background thread makes the next file before it is needed (the
+    /// first one at once when there is none and no pool), and, with the factory's
+    /// `warm_ahead`, another keeps the pages ahead of the appends faulted
+    /// in (not for pool-buffered files, whose appends touch only the
+    /// buffer).
     pub fn new(
         dir: &Path,
         factory: FileFactory,
@@ -154,6 +165,16 @@ impl FileQueue {
             .last()
             .map_or(0, |f| f.from_offset() + f.committed() as u64);
         let allocator = preallocate.then(|| Allocator::start(dir.to_path_buf(), factory.clone()));
+        // Pool buffers are only taken for a file an append asks for: one
+        // made ahead at open would show the pool as short before any write.
+        if let Some(allocator) = &allocator {
+            if files.is_empty() && factory.pool.is_none() {
+                allocator.request(0);
+            }
+        }
+        let warm_ahead = (preallocate && factory.pool.is_none() && !factory.warm)
+            .then(|| WarmAhead::start(factory.warm_ahead))
+            .flatten();
         Self {
             dir: dir.to_path_buf(),
             factory,
@@ -161,6 +182,16 @@ impl FileQueue {
             flushed_where: AtomicU64::new(flushed),
             committed_where: AtomicU64::new(committed),
             allocator,
+            warm_ahead,
+        }
+    }
+
+    /// Notes that appends to `file` reached position `end`, so that the
+    /// pages ahead of them are faulted in before they get there. Called by
+    /// the one appender.
+    pub fn wrote(&self, file: &Arc<MappedFile>, end: usize) {
+        if let Some(warm) = &self.warm_ahead {
+            warm.wrote(file, end);
         }
     }
 
@@ -474,6 +505,23 @@ mod tests {
         fs::write(&empty, vec![0; 4096]).unwrap();
         fs::File::create(dir.path().join(file_name(0))).unwrap();
         assert!(FileQueue::load_files(dir.path(), 4096).is_err());
+    }
+
+    #[test]
+    fn an_empty_queue_makes_its_first_file_before_any_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = FileQueue::new(dir.path(), FileFactory::plain(4096), Vec::new(), true);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !dir.path().join(file_name(0)).exists() && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            dir.path().join(file_name(0)).exists(),
+            "first file made in the background"
+        );
+        assert_eq!(q.count(), 0, "not part of the queue before an append");
+        assert_eq!(q.create_next(0).unwrap().from_offset(), 0);
+        assert_eq!(q.count(), 1);
     }
 
     #[test]

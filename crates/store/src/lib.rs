@@ -25,6 +25,8 @@
 //!   acknowledgements and the [`FlushTicket`].
 //! - `commit_log`, `consume_queue`, `file_queue`, `mmap` (the only `unsafe`
 //!   code), `pool`, `checkpoint`, `recovery`: the files and what is in them.
+//!   `warm`: the thread that faults in the CommitLog pages just ahead of the
+//!   appends.
 //! - `index`: the IndexFiles and queries by key (`UNIQ_KEY` and `KEYS`).
 //!   The record layout itself is `message_model::record`.
 //! - `sync_log`: power-loss testing, a record of what each sync made
@@ -49,6 +51,7 @@ mod state;
 mod store;
 mod sync_log;
 mod topic_delete;
+mod warm;
 
 pub use commit_log::AppendResult;
 pub use config::{ConfigError, FlushDiskType, StoreConfig, DEFAULT_MESSAGE_DELAY_LEVEL};

@@ -335,6 +335,23 @@ impl MappedFile {
         }
     }
 
+    /// Faults the pages of `[from, to)` in ready for writing, so that the
+    /// appends that reach them find them mapped. A kernel without
+    /// `MADV_POPULATE_WRITE` gets read faults instead (the pages are still
+    /// allocated and zeroed here). Returns false when the kernel supports
+    /// neither; the pages are then left to the appends.
+    pub fn prefault(&self, from: usize, to: usize) -> bool {
+        let to = to.min(self.size);
+        if from >= to {
+            return true;
+        }
+        let len = to - from;
+        self.map
+            .advise_range(Advice::PopulateWrite, from, len)
+            .or_else(|_| self.map.advise_range(Advice::PopulateRead, from, len))
+            .is_ok()
+    }
+
     /// Sets every position to `pos` (recovery) and zeroes every non-zero
     /// byte after it, to the end of the file, so that records beyond a torn
     /// tail can never be read back later. A power cut can keep any subset

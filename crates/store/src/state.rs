@@ -80,6 +80,7 @@ impl Inner {
             pool: pool.clone(),
             fast_fail_without_buffer: config.fast_fail_if_no_buffer_in_store_pool,
             warm: config.warm_maped_file_enable,
+            warm_ahead: config.warm_ahead_bytes_commit_log,
         };
         let files = FileQueue::new(
             &config.commit_log_dir(),
