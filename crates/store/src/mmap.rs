@@ -335,20 +335,18 @@ impl MappedFile {
         }
     }
 
-    /// Faults the pages of `[from, to)` in ready for writing, so that the
-    /// appends that reach them find them mapped. A kernel without
-    /// `MADV_POPULATE_WRITE` gets read faults instead (the pages are still
-    /// allocated and zeroed here). Returns false when the kernel supports
-    /// neither; the pages are then left to the appends.
+    /// Faults the pages of `[from, to)` in with read faults: they are
+    /// allocated and zeroed here, and stay clean (nothing is written back
+    /// for them), so the appends that reach them only mark them dirty.
+    /// Returns false when the kernel does not support it; the pages are
+    /// then left to the appends.
     pub fn prefault(&self, from: usize, to: usize) -> bool {
         let to = to.min(self.size);
         if from >= to {
             return true;
         }
-        let len = to - from;
         self.map
-            .advise_range(Advice::PopulateWrite, from, len)
-            .or_else(|_| self.map.advise_range(Advice::PopulateRead, from, len))
+            .advise_range(Advice::PopulateRead, from, to - from)
             .is_ok()
     }
 
