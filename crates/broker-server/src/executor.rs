@@ -10,7 +10,14 @@
 //!   time passed and answers busy what the sweeper removes.
 //!
 //! Admission runs on the caller's thread: a remoting connection's reader
-//! task, or the gRPC handler.
+//! task, or the gRPC handler. A send is served right there instead
+//! (`inlineServeEnable`), sparing the hand-off to a worker and back, when
+//! it would find its queue empty, a send worker idle and the put lock
+//! free, sends take less than `inlineServeMaxMicros` on average (a slower
+//! one would hold up the thread's other connections), and no request of
+//! its connection waits behind it. It holds the idle worker's turn
+//! meanwhile (that worker waits until it is given back), so no more sends
+//! run at once than there are send workers.
 
 use std::{
     io,
@@ -43,6 +50,13 @@ const DEFAULT_SEND_WAIT: Duration = Duration::from_millis(200);
 /// is exhausted, then by early admission or the plain capacity check.
 /// Remoting requests and the gRPC endpoint's sends both enter here.
 pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
+    admit_or_serve(state, reply, request, true);
+}
+
+/// [`admit`], serving a send on the calling thread only when `may_serve`
+/// (no request of the same connection waits behind it) and the send queue
+/// is idle; see the module's documentation.
+fn admit_or_serve(state: &BrokerState, reply: Reply, request: RemotingCommand, may_serve: bool) {
     let Some(route) = processor::route(request.request_code()) else {
         tracing::debug!(code = request.code, peer = %reply.peer(), "request code not supported");
         if !request.is_oneway() {
@@ -72,6 +86,20 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         }
     }
     let queue = state.queue(family);
+    if family == Family::Send
+        && may_serve
+        && state.inline_serve.load(Ordering::Relaxed)
+        && state.store.is_put_lock_free()
+        && queue.avg_service_time().is_some_and(|d| {
+            d.as_micros() < u128::from(state.inline_serve_max_micros.load(Ordering::Relaxed))
+        })
+    {
+        if let Some(turn) = queue.try_claim_idle() {
+            serve_inline(state, queue, &job, route);
+            drop(turn);
+            return;
+        }
+    }
     let early =
         (family == Family::Send && state.early_admission.load(Ordering::Relaxed)).then(|| {
             state
@@ -89,6 +117,28 @@ pub fn admit(state: &BrokerState, reply: Reply, request: RemotingCommand) {
         state.counters.record_accepted();
         state.metrics.accepted(family);
     }
+}
+
+/// Serves `job` on the calling thread, with an idle worker's turn: it is
+/// counted as accepted and completed with a queue wait of zero, and its
+/// service time feeds the queue's estimate as a worker's would.
+fn serve_inline(
+    state: &BrokerState,
+    queue: &RequestQueue<Job>,
+    job: &Job,
+    route: &processor::Route,
+) {
+    state.counters.record_accepted();
+    state.metrics.accepted(job.family);
+    let started = Instant::now();
+    if let Some(response) = route.run(state, job) {
+        job.reply.send(response);
+    }
+    queue.record_service_time(started.elapsed());
+    state.counters.record_completed();
+    state.counters.record_served_inline();
+    state.metrics.completed(job.family, 0.0);
+    state.metrics.served_inline(job.family);
 }
 
 /// Queues `work` in `family`'s queue, in the fair share that `request`'s
@@ -239,6 +289,10 @@ pub struct RemotingHandler(pub Arc<BrokerState>);
 impl Handler for RemotingHandler {
     fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
         admit(&self.0, Reply::Remoting(Arc::clone(conn)), request);
+    }
+
+    fn on_request_read(&self, conn: &Arc<Connection>, request: RemotingCommand, more: bool) {
+        admit_or_serve(&self.0, Reply::Remoting(Arc::clone(conn)), request, !more);
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {

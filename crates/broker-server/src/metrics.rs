@@ -130,6 +130,7 @@ async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Re
 pub struct BrokerMetrics {
     accepted: PerFamily<Counter>,
     completed: PerFamily<Counter>,
+    served_inline: PerFamily<Counter>,
     /// Per family, one counter per [`Reason::LABELS`] entry.
     rejected: PerFamily<Vec<Counter>>,
     /// Per family: how long a refused request waited before its busy answer.
@@ -175,6 +176,9 @@ impl BrokerMetrics {
             completed: PerFamily::new(
                 |f| counter!("sluice_requests_total", "family" => f.name(), "outcome" => "completed"),
             ),
+            served_inline: PerFamily::new(
+                |f| counter!("sluice_requests_served_inline_total", "family" => f.name()),
+            ),
             rejected: PerFamily::new(|f| {
                 Reason::LABELS
                     .iter()
@@ -212,6 +216,11 @@ impl BrokerMetrics {
     pub fn completed(&self, family: Family, waited_seconds: f64) {
         self.completed[family].increment(1);
         self.queue_wait[family].record(waited_seconds);
+    }
+
+    /// Counts a request served on the thread that read it.
+    pub fn served_inline(&self, family: Family) {
+        self.served_inline[family].increment(1);
     }
 
     /// Counts a refused request and how long it waited for its answer.

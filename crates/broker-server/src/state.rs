@@ -100,6 +100,10 @@ pub struct BrokerState {
     pub stats: BrokerStats,
     /// Early admission on the send queue.
     pub early_admission: AtomicBool,
+    /// Sends served on the reading thread when the send queue is idle.
+    pub inline_serve: AtomicBool,
+    /// Longest average send service time (µs) at which sends are served inline.
+    pub inline_serve_max_micros: AtomicU64,
     /// What the send and pull queues' fair shares are per.
     pub share_keys: ShareKeys,
     /// Busy responses carry [`RETRY_AFTER_MS`].
@@ -193,6 +197,8 @@ impl BrokerState {
             ),
             pop,
             early_admission: AtomicBool::new(f.early_admission_enable),
+            inline_serve: AtomicBool::new(f.inline_serve_enable),
+            inline_serve_max_micros: AtomicU64::new(f.inline_serve_max_micros),
             share_keys: ShareKeys::new(f),
             retry_hint: AtomicBool::new(f.busy_retry_hint_enable),
             config: RwLock::new(Arc::new(config)),

@@ -326,11 +326,7 @@ async fn what_the_broker_cannot_honour_is_refused_with_rocketmq_codes() {
     let stored: SendMessageResponseHeader = plain.decode_header().unwrap();
     assert_eq!(stored.queue_offset, 0, "the half message took no offset");
     // The pulls below read the plain message once it is dispatched.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.broker.state().store.max_offset_in_queue("Refused", 0) < 1 {
-        assert!(Instant::now() < deadline, "not dispatched");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    b.until_dispatched("Refused", 0, 1).await;
 
     // SQL92 filtering: pulls and the client's start-up check.
     let mut sql = pull_request("Refused", 0, 0, 32);
@@ -457,11 +453,7 @@ async fn a_pull_returns_at_most_the_broker_caps() {
             assert_eq!(sent.response_code(), ResponseCode::SUCCESS);
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.broker.state().store.max_offset_in_queue("BigCaps", 0) < 50 {
-        assert!(Instant::now() < deadline, "not dispatched");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    b.until_dispatched("BigCaps", 0, 50).await;
     let count = |body: &[u8]| {
         let mut n = 0;
         let mut pos = 0;

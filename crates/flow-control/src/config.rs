@@ -80,6 +80,17 @@ pub struct FlowControlConfig {
     /// exceeds the queue's limit, instead of letting it time out there.
     /// Default true.
     pub early_admission_enable: bool,
+    /// Sluice: serve a send on the thread that read it (the connection's
+    /// task) when the send queue is empty, a send worker is idle and the
+    /// put lock is free, instead of handing it to that worker; its queue
+    /// wait is zero. Default true.
+    pub inline_serve_enable: bool,
+    /// Sluice: sends are served on the reading thread only while the send
+    /// queue's recent average service time is below this many microseconds
+    /// (and once a worker has served one, so that it is known): a slower
+    /// send would hold up that thread's other connections. Default 1000;
+    /// 1..=1,000,000.
+    pub inline_serve_max_micros: u64,
     /// Sluice: add a suggested back-off to busy answers, which RocketMQ
     /// clients ignore and Sluice's client honours. Default true.
     pub busy_retry_hint_enable: bool,
@@ -196,6 +207,8 @@ impl Default for FlowControlConfig {
             consumer_manager_thread_pool_queue_capacity: 1_000_000,
             request_queue_capacity_bytes: 256 << 20,
             early_admission_enable: true,
+            inline_serve_enable: true,
+            inline_serve_max_micros: 1000,
             busy_retry_hint_enable: true,
             topic_quotas: String::new(),
             client_quotas: String::new(),
@@ -309,6 +322,12 @@ impl FlowControlConfig {
             60_000,
         )?;
         range("maxSharesPerQueue", self.max_shares_per_queue, 1, 4096)?;
+        range(
+            "inlineServeMaxMicros",
+            self.inline_serve_max_micros,
+            1,
+            1_000_000,
+        )?;
         for (key, value, allowed) in [
             (
                 "sendShareKey",
@@ -416,6 +435,7 @@ mod tests {
         assert_eq!(c.client_manager_thread_pool_queue_capacity, 1_000_000);
         assert_eq!(c.consumer_manager_thread_pool_queue_capacity, 1_000_000);
         assert!(c.early_admission_enable);
+        assert!(c.inline_serve_enable);
         assert!(c.busy_retry_hint_enable);
         c.validate().unwrap();
     }
@@ -440,6 +460,8 @@ mod tests {
                 "earlyAdmissionEnable",
                 "endTransactionPoolQueueCapacity",
                 "heartbeatThreadPoolQueueCapacity",
+                "inlineServeEnable",
+                "inlineServeMaxMicros",
                 "maxSharesPerQueue",
                 "pullShareKey",
                 "pullThreadPoolQueueCapacity",

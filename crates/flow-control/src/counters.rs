@@ -14,6 +14,7 @@ use crate::reason::Reason;
 pub struct Counters {
     accepted: AtomicU64,
     completed: AtomicU64,
+    served_inline: AtomicU64,
     rejected: [AtomicU64; Reason::LABELS.len()],
 }
 
@@ -24,6 +25,9 @@ pub struct CountersSnapshot {
     pub accepted: u64,
     /// Requests a worker finished serving.
     pub completed: u64,
+    /// Of the accepted and completed requests, those served on the thread
+    /// that read them, with an idle worker's turn.
+    pub served_inline: u64,
     /// Rejections by reason label, one entry per label in
     /// [`Reason::LABELS`] order, zeros included.
     pub rejected: Vec<(&'static str, u64)>,
@@ -45,6 +49,12 @@ impl Counters {
         self.completed.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one request served on the thread that read it (it is also
+    /// counted accepted and completed).
+    pub fn record_served_inline(&self) {
+        self.served_inline.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts one rejection under its reason's label.
     pub fn record_rejected(&self, reason: &Reason) {
         self.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
@@ -63,6 +73,7 @@ impl Counters {
         CountersSnapshot {
             accepted: self.accepted.load(Ordering::Relaxed),
             completed: self.completed.load(Ordering::Relaxed),
+            served_inline: self.served_inline.load(Ordering::Relaxed),
             rejected: Reason::LABELS
                 .iter()
                 .zip(&self.rejected)

@@ -51,7 +51,7 @@ pub mod sweeper;
 pub use config::{parse_share_weights, ConfigError, FlowControlConfig, ShareKey};
 pub use counters::{Counters, CountersSnapshot};
 pub use estimator::ServiceTimeEstimator;
-pub use queue::{Admission, Expired, RequestQueue, Task, DEFAULT_MAX_SHARES};
+pub use queue::{Admission, Expired, IdleTurn, RequestQueue, Task, DEFAULT_MAX_SHARES};
 pub use quota::{parse_quotas, OverQuota, Quota, QuotaScope, QuotaUnit, Quotas, TokenBucket};
 pub use reason::{Reason, Rejected};
 pub use share::{ShareFigures, OVERFLOW_SHARE};

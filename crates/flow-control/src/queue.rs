@@ -80,6 +80,32 @@ struct State<T> {
     /// Poppers blocked on `ready`. A push only notifies when there is one,
     /// because a condvar notification is a system call even with no waiter.
     waiting: usize,
+    /// Turns of idle workers claimed by callers serving a task themselves:
+    /// that many of the `waiting` workers stay waiting while the turns are
+    /// held, so tasks served by workers and by callers together never
+    /// outnumber the workers.
+    claimed: usize,
+}
+
+/// An idle worker's turn, claimed by a caller that serves one task on its
+/// own thread instead of queueing it ([`RequestQueue::try_claim_idle`]);
+/// given back when dropped.
+#[derive(Debug)]
+pub struct IdleTurn<'q, T> {
+    queue: &'q RequestQueue<T>,
+}
+
+impl<T> Drop for IdleTurn<'_, T> {
+    fn drop(&mut self) {
+        let mut state = self.queue.lock();
+        state.claimed -= 1;
+        // A task may have waited for this worker.
+        let wake = state.shares.len > 0 && state.waiting > state.claimed;
+        drop(state);
+        if wake {
+            self.queue.ready.notify_one();
+        }
+    }
 }
 
 /// Where a task goes and what admission applies to it.
@@ -110,6 +136,7 @@ impl<T> RequestQueue<T> {
                 shares: Shares::new(DEFAULT_MAX_SHARES),
                 closed: false,
                 waiting: 0,
+                claimed: 0,
             }),
             ready: Condvar::new(),
         }
@@ -328,7 +355,7 @@ impl<T> RequestQueue<T> {
                 bytes: admission.bytes,
             },
         );
-        let wake = state.waiting > 0;
+        let wake = state.waiting > state.claimed;
         drop(state);
         if wake {
             self.ready.notify_one();
@@ -417,6 +444,27 @@ impl<T> RequestQueue<T> {
         })
     }
 
+    /// Workers waiting for work now, less the turns claimed from them.
+    pub fn idle_workers(&self) -> usize {
+        let state = self.lock();
+        state.waiting.saturating_sub(state.claimed)
+    }
+
+    /// Claims the turn of an idle worker, so that the caller serves its
+    /// task itself with no wait in the queue: given only while the queue
+    /// is open and empty and more workers wait for work than turns are
+    /// already claimed. That worker keeps waiting until the turn is given
+    /// back (dropped), however many tasks arrive meanwhile. Otherwise
+    /// `None`, and the task goes through [`RequestQueue::push`] as usual.
+    pub fn try_claim_idle(&self) -> Option<IdleTurn<'_, T>> {
+        let mut state = self.lock();
+        if state.closed || state.shares.len > 0 || state.waiting <= state.claimed {
+            return None;
+        }
+        state.claimed += 1;
+        Some(IdleTurn { queue: self })
+    }
+
     /// Takes the next task, waiting up to `timeout` for one to arrive.
     ///
     /// Returns `None` when the timeout passes with the queue empty, or when
@@ -433,13 +481,23 @@ impl<T> RequestQueue<T> {
         } else if let Some((task, _, _)) = state.shares.pop() {
             return Some(task);
         }
+        // A worker coming back from a task holds no claimed turn and takes
+        // at once (above); one that waits takes only while more workers
+        // wait than turns are claimed.
         state.waiting += 1;
         let (mut state, _) = self
             .ready
-            .wait_timeout_while(state, timeout, |s| s.shares.len == 0 && !s.closed)
+            .wait_timeout_while(state, timeout, |s| {
+                (s.shares.len == 0 || s.waiting <= s.claimed) && !s.closed
+            })
             .unwrap_or_else(PoisonError::into_inner);
+        let may_take = state.waiting > state.claimed || state.closed;
         state.waiting -= 1;
-        self.take(&mut state)
+        if may_take {
+            self.take(&mut state)
+        } else {
+            None
+        }
     }
 
     /// Takes the next task if there is one, without waiting.

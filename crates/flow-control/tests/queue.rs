@@ -278,3 +278,49 @@ fn drain_while_stops_when_the_queue_is_empty() {
     assert_eq!(drained[1].queue_len, 0);
     assert!(q.is_empty());
 }
+
+/// Waits (bounded) until `n` workers sit idle in `pop`.
+fn until_idle(q: &RequestQueue<u32>, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while q.idle_workers() != n {
+        assert!(Instant::now() < deadline, "{n} idle workers never showed");
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn an_idle_turn_is_claimed_only_from_an_idle_worker_of_an_empty_open_queue() {
+    let q = Arc::new(RequestQueue::<u32>::new("send", 10));
+    assert!(q.try_claim_idle().is_none(), "no worker waits");
+    let worker = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || q.pop(Duration::from_secs(30)))
+    };
+    until_idle(&q, 1);
+    let turn = q.try_claim_idle().expect("one worker idle");
+    assert_eq!(q.idle_workers(), 0);
+    assert!(q.try_claim_idle().is_none(), "its turn is taken");
+    drop(turn);
+    assert_eq!(q.idle_workers(), 1, "given back when dropped");
+
+    // A waiting task goes first: no turn while the queue holds one.
+    let busy = RequestQueue::<u32>::new("send", 10);
+    busy.try_push(1, Instant::now()).unwrap();
+    assert!(busy.try_claim_idle().is_none());
+
+    // While its turn is claimed, the idle worker leaves a new task queued;
+    // giving the turn back lets it take the task.
+    let turn = q.try_claim_idle().expect("one worker idle");
+    q.try_push(7, Instant::now()).unwrap();
+    assert_eq!(q.len(), 1, "the worker whose turn is claimed waits");
+    drop(turn);
+    assert_eq!(worker.join().unwrap().map(|t| t.payload), Some(7));
+    let worker = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || q.pop(Duration::from_secs(30)))
+    };
+    until_idle(&q, 1);
+    q.close();
+    assert!(q.try_claim_idle().is_none(), "a closed queue gives none");
+    assert!(worker.join().unwrap().is_none());
+}

@@ -161,7 +161,13 @@ async fn a_committed_transaction_is_delivered_once() {
         assert_eq!(sent.message_queue.topic, "TxCommit");
         assert_eq!(sent.transaction_id.as_deref(), Some(sent.msg_id.as_str()));
 
-        // The half as stored: in the half topic, marked with the producer group.
+        // The half as stored: in the half topic, marked with the producer
+        // group, once the store has dispatched it.
+        let offset = i64::try_from(sent.queue_offset).unwrap();
+        wait_until(10, "the half message's dispatch", || {
+            b.broker.state().store.max_offset_in_queue(HALF_TOPIC, 0) > offset
+        })
+        .await;
         let half = b.broker.state().store.get_messages(
             HALF_TOPIC,
             0,

@@ -143,7 +143,7 @@ impl ClientConnection {
         let on_request = options.on_request.clone();
         let reply_tx = conn.tx.clone();
         tokio::spawn(async move {
-            let end = read_frames(reader, max, None, &cancel, None, |cmd| {
+            let end = read_frames(reader, max, None, &cancel, None, |cmd, _| {
                 if cmd.is_response() {
                     let waiter = pending
                         .lock()

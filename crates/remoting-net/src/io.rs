@@ -96,7 +96,7 @@ pub(crate) async fn read_frames<R: AsyncRead + Unpin>(
     idle: Option<Duration>,
     cancel: &CancellationToken,
     budget: Option<&WriteBudget>,
-    mut on_frame: impl FnMut(RemotingCommand),
+    mut on_frame: impl FnMut(RemotingCommand, bool),
 ) -> ReadEnd {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -107,7 +107,9 @@ pub(crate) async fn read_frames<R: AsyncRead + Unpin>(
                 }
             }
             match decode_frame(&mut buf, max_frame_len) {
-                Ok(Some(cmd)) => on_frame(cmd),
+                // Bytes left behind the frame: the peer's next request
+                // is already here (whole or in part).
+                Ok(Some(cmd)) => on_frame(cmd, !buf.is_empty()),
                 Ok(None) => break,
                 Err(e) => return ReadEnd::Malformed(e),
             }

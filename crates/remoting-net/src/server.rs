@@ -61,6 +61,16 @@ pub trait Handler: Send + Sync + 'static {
     /// [`Connection::send`].
     fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand);
 
+    /// What the server calls for each request: [`Handler::on_request`],
+    /// told also whether more of the connection's bytes are already read
+    /// and wait behind this request. A handler that serves some requests
+    /// right on the reader task (briefly) does so only when none wait, so
+    /// that no request waits unseen behind another.
+    fn on_request_read(&self, conn: &Arc<Connection>, request: RemotingCommand, more: bool) {
+        let _ = more;
+        self.on_request(conn, request);
+    }
+
     /// Called once when the connection has closed.
     fn on_close(&self, _conn: &Arc<Connection>) {}
 }
@@ -300,11 +310,11 @@ async fn run_connection<H: Handler>(
         options.idle_timeout,
         &cancel,
         Some(&budget),
-        |cmd| {
+        |cmd, more| {
             if cmd.is_response() {
                 tracing::debug!(opaque = cmd.opaque, "response from a client ignored");
             } else {
-                handler.on_request(&conn, cmd);
+                handler.on_request_read(&conn, cmd, more);
             }
         },
     )

@@ -372,6 +372,11 @@ impl CommitLog {
         self.lock_held_ms() > self.busy_threshold_ms.load(Ordering::Relaxed)
     }
 
+    /// Reports whether nobody holds the put lock at this instant.
+    pub fn is_put_lock_free(&self) -> bool {
+        self.lock_since_ns.load(Ordering::Acquire) == 0
+    }
+
     /// How long the current holder has held the put lock (0 when free).
     pub fn lock_held_ms(&self) -> u64 {
         let since = self.lock_since_ns.load(Ordering::Acquire);

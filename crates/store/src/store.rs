@@ -518,6 +518,11 @@ impl MessageStore {
         self.inner.commit_log.is_os_page_cache_busy()
     }
 
+    /// Reports whether nobody holds the put lock at this instant.
+    pub fn is_put_lock_free(&self) -> bool {
+        self.inner.commit_log.is_put_lock_free()
+    }
+
     /// How long the current put-lock holder has held it (ms, 0 when free).
     pub fn lock_time_mills(&self) -> u64 {
         self.inner.commit_log.lock_held_ms()

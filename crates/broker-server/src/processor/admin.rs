@@ -58,6 +58,8 @@ pub const RUNTIME_KEYS: &[&str] = &[
     "consumerManagerThreadPoolQueueCapacity",
     "requestQueueCapacityBytes",
     "earlyAdmissionEnable",
+    "inlineServeEnable",
+    "inlineServeMaxMicros",
     "busyRetryHintEnable",
     "topicQuotas",
     "clientQuotas",
@@ -209,6 +211,13 @@ pub(crate) fn apply_runtime(state: &BrokerState, cfg: &BrokerConfig) {
     state.share_keys.set(f);
     state.early_admission.store(
         f.early_admission_enable,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    state
+        .inline_serve
+        .store(f.inline_serve_enable, std::sync::atomic::Ordering::Relaxed);
+    state.inline_serve_max_micros.store(
+        f.inline_serve_max_micros,
         std::sync::atomic::Ordering::Relaxed,
     );
     state.retry_hint.store(
@@ -432,6 +441,7 @@ pub(crate) fn runtime_info(state: &BrokerState, req: &RemotingCommand) -> Remoti
     let snapshot = state.counters.snapshot();
     put("requestsAccepted", snapshot.accepted.to_string());
     put("requestsCompleted", snapshot.completed.to_string());
+    put("requestsServedInline", snapshot.served_inline.to_string());
     for (label, count) in &snapshot.rejected {
         put(&format!("rejected_{label}"), count.to_string());
     }

@@ -67,6 +67,26 @@ impl TestBroker {
         );
     }
 
+    /// Waits (up to 10 s) until `topic`'s queue `queue_id` holds at least
+    /// `n` dispatched messages: an acknowledged send is readable only once
+    /// the store's dispatch has indexed it.
+    pub async fn until_dispatched(&self, topic: &str, queue_id: i32, n: i64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self
+            .broker
+            .state()
+            .store
+            .max_offset_in_queue(topic, queue_id)
+            < n
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{topic}:{queue_id} never held {n} messages"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// The next queue offset of `topic`'s queue `queue_id` (`GET_MAX_OFFSET`).
     pub async fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
         let answer = self
