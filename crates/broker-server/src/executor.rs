@@ -134,11 +134,23 @@ fn serve_inline(
     if let Some(response) = route.run(state, job) {
         job.reply.send(response);
     }
+    record_served(state, queue, job.family, started, Duration::ZERO);
+    state.counters.record_served_inline();
+    state.metrics.served_inline(job.family);
+}
+
+/// Records a request served from `started` after waiting `waited` in its
+/// queue: the queue's service-time estimate, the counters and metrics.
+fn record_served(
+    state: &BrokerState,
+    queue: &RequestQueue<Job>,
+    family: Family,
+    started: Instant,
+    waited: Duration,
+) {
     queue.record_service_time(started.elapsed());
     state.counters.record_completed();
-    state.counters.record_served_inline();
-    state.metrics.completed(job.family, 0.0);
-    state.metrics.served_inline(job.family);
+    state.metrics.completed(family, waited.as_secs_f64());
 }
 
 /// Queues `work` in `family`'s queue, in the fair share that `request`'s
@@ -338,9 +350,7 @@ fn run_worker(state: &BrokerState, family: Family) {
                 job.reply.send(response);
             }
         }
-        queue.record_service_time(started.elapsed());
-        state.counters.record_completed();
-        state.metrics.completed(family, waited.as_secs_f64());
+        record_served(state, &queue, family, started, waited);
     }
 }
 

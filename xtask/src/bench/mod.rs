@@ -140,6 +140,20 @@ impl Options {
     }
 }
 
+/// `v`, the value of `flag`, as a number that `ok` accepts; otherwise an
+/// error naming the flag, the value and what is `expected`.
+fn number<T: std::str::FromStr + Copy>(
+    flag: &str,
+    v: &str,
+    ok: impl Fn(T) -> bool,
+    expected: &str,
+) -> Result<T> {
+    v.parse()
+        .ok()
+        .filter(|n| ok(*n))
+        .with_context(|| format!("bench: {flag} {v:?}: expected {expected}"))
+}
+
 /// Parses `bench` arguments and runs the experiment.
 pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let Some((experiment, rest)) = args.split_first() else {
@@ -182,44 +196,34 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
                 other => bail!("bench: --bound {other:?}: expected fault or cpu"),
             },
             "--fault-ms" => {
-                let v = value("--fault-ms")?;
-                fault_ms = v.parse().ok().filter(|ms| *ms >= 1).with_context(|| {
-                    format!("bench: --fault-ms {v:?}: expected a whole number of ms, at least 1")
-                })?;
+                fault_ms = number(
+                    "--fault-ms",
+                    &value("--fault-ms")?,
+                    |ms| ms >= 1,
+                    "a whole number of ms, at least 1",
+                )?;
             }
             "--connections" => {
                 let v = value("--connections")?;
-                options.connections =
-                    Some(v.parse().ok().filter(|n| *n >= 1).with_context(|| {
-                        format!("bench: --connections {v:?}: expected at least 1")
-                    })?);
+                options.connections = Some(number("--connections", &v, |n| n >= 1, "at least 1")?);
             }
             "--halves" => {
                 let v = value("--halves")?;
-                options.halves = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .with_context(|| format!("bench: --halves {v:?}: expected at least 1"))?,
-                );
+                options.halves = Some(number("--halves", &v, |n| n >= 1, "at least 1")?);
             }
             "--runs" => {
                 let v = value("--runs")?;
-                options.runs = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|n| (1..=100).contains(n))
-                        .with_context(|| format!("bench: --runs {v:?}: expected 1 to 100"))?,
-                );
+                options.runs = Some(number(
+                    "--runs",
+                    &v,
+                    |n| (1..=100).contains(&n),
+                    "1 to 100",
+                )?);
             }
             "--seconds" => {
                 let v = value("--seconds")?;
-                options.seconds = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|n| (1..=3600).contains(n))
-                        .with_context(|| format!("bench: --seconds {v:?}: expected 1 to 3600"))?,
-                );
+                let ok = |n| (1..=3600).contains(&n);
+                options.seconds = Some(number("--seconds", &v, ok, "1 to 3600")?);
             }
             "--in-flight" => {
                 let v = value("--in-flight")?;

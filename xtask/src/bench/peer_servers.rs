@@ -56,16 +56,10 @@ impl PeerServer {
     /// JetStream writes each message to its file at once and syncs the
     /// files on its own interval (two minutes by default), not per message.
     pub(super) fn nats(setup: &Setup) -> Result<Self> {
-        let port = free_port()?;
-        let dir = setup.work.join("nats");
-        fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let launch = Launch::new(
-            "nats",
-            find_program("nats-server")?,
-            setup.work.join("nats.log"),
-        )
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(&dir);
+        let (port, dir, launch) = Self::prepare(setup, "nats", "nats-server")?;
+        let launch = launch
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(&dir);
         Self::start(launch, port)
     }
 
@@ -74,29 +68,33 @@ impl PeerServer {
     /// AOF rewrite (a forked child on the same CPUs in the middle of a run),
     /// under `<work>/redis`.
     pub(super) fn redis(setup: &Setup) -> Result<Self> {
-        let port = free_port()?;
-        let dir = setup.work.join("redis");
-        fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let launch = Launch::new(
-            "redis",
-            find_program("redis-server")?,
-            setup.work.join("redis.log"),
-        )
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
-        .arg(&dir)
-        .args([
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
-            "--save",
-            "",
-            "--auto-aof-rewrite-percentage",
-            "0",
-            "--daemonize",
-            "no",
-        ]);
+        let (port, dir, launch) = Self::prepare(setup, "redis", "redis-server")?;
+        let launch = launch
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+            .arg(&dir)
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--auto-aof-rewrite-percentage",
+                "0",
+                "--daemonize",
+                "no",
+            ]);
         Self::start(launch, port)
+    }
+
+    /// A free port, the data directory `<work>/<name>` (created) and the
+    /// launch of `program` logging to `<work>/<name>.log`.
+    fn prepare(setup: &Setup, name: &str, program: &str) -> Result<(u16, PathBuf, Launch)> {
+        let port = free_port()?;
+        let dir = setup.work.join(name);
+        fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let log = setup.work.join(format!("{name}.log"));
+        Ok((port, dir, Launch::new(name, find_program(program)?, log)))
     }
 
     fn start(launch: Launch, port: u16) -> Result<Self> {
