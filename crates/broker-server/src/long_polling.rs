@@ -15,6 +15,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use store::ArrivalWatch;
+
 use crate::request::Job;
 
 /// A parked pull.
@@ -23,6 +25,8 @@ struct Parked {
     job: Job,
     offset: i64,
     deadline: Instant,
+    /// Keeps appends dispatched at once while the pull waits.
+    _watch: ArrivalWatch,
 }
 
 /// Longest a pull is held, whatever it asks for: longer than any client
@@ -54,8 +58,9 @@ impl PullHold {
     }
 
     /// Parks a pull that waits for `offset` in a queue for up to `hold`
-    /// (at most [`MAX_HOLD`]). Gives the job back when the table, or its
-    /// connection's share of it, is full.
+    /// (at most [`MAX_HOLD`]), holding `watch` (from the store's
+    /// `watch_arrivals`) while it waits. Gives the job back when the table,
+    /// or its connection's share of it, is full.
     ///
     /// # Errors
     /// The job, when no more pulls may wait.
@@ -66,6 +71,7 @@ impl PullHold {
         queue_id: i32,
         offset: i64,
         hold: Duration,
+        watch: ArrivalWatch,
     ) -> Result<(), Box<Job>> {
         if self.count.load(Ordering::Relaxed) >= self.max {
             return Err(Box::new(job));
@@ -82,6 +88,7 @@ impl PullHold {
             job,
             offset,
             deadline: Instant::now() + hold.min(MAX_HOLD),
+            _watch: watch,
         };
         self.lock()
             .entry((topic.to_owned(), queue_id))

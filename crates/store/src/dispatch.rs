@@ -4,7 +4,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{atomic::Ordering, Arc, PoisonError, RwLock},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, PoisonError, RwLock,
+    },
     time::Duration,
 };
 
@@ -26,21 +29,53 @@ use crate::{
 /// new end offset.
 pub type ArrivalListener = dyn Fn(&str, i32, i64) + Send + Sync;
 
-/// Where the arrival listener is kept; empty until one is set.
+/// Held by whoever waits to hear of new messages (a parked pull, a gRPC
+/// receive): while any is held, every append wakes the dispatch thread at
+/// once, so the waiter hears of it within microseconds. With none held,
+/// appends wake nobody and the dispatch thread finds them on its own
+/// within a millisecond, as RocketMQ's does.
+#[derive(Debug)]
+pub struct ArrivalWatch(Arc<AtomicUsize>);
+
+impl Drop for ArrivalWatch {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Where the arrival listener is kept (empty until one is set), and how
+/// many [`ArrivalWatch`]es are held.
 #[derive(Default)]
-pub(crate) struct ArrivalSlot(RwLock<Option<Arc<ArrivalListener>>>);
+pub(crate) struct ArrivalSlot {
+    listener: RwLock<Option<Arc<ArrivalListener>>>,
+    watchers: Arc<AtomicUsize>,
+}
 
 impl ArrivalSlot {
     /// Sets (or replaces) the listener.
     pub(crate) fn set(&self, listener: Arc<ArrivalListener>) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(listener);
+        *self
+            .listener
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(listener);
     }
 
     fn get(&self) -> Option<Arc<ArrivalListener>> {
-        self.0
+        self.listener
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// A new watch, counted until dropped.
+    pub(crate) fn watch(&self) -> ArrivalWatch {
+        self.watchers.fetch_add(1, Ordering::AcqRel);
+        ArrivalWatch(Arc::clone(&self.watchers))
+    }
+
+    /// Whether anyone holds a watch.
+    pub(crate) fn watched(&self) -> bool {
+        self.watchers.load(Ordering::Acquire) > 0
     }
 }
 
@@ -159,7 +194,8 @@ impl Inner {
     }
 
     /// The `store-reput` thread: dispatches whatever is readable, polling
-    /// every millisecond when nothing is (appends also wake it).
+    /// every millisecond when nothing is (appends also wake it while an
+    /// [`ArrivalWatch`] is held).
     pub(crate) fn run_reput(&self) {
         while !self.reput.is_stopped() {
             if !self.dispatch_available() {
@@ -224,6 +260,19 @@ fn deliver_timestamp(m: &StoredMessage<'_>, delays_ms: &[u64]) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn appends_wake_the_dispatch_thread_only_while_a_watch_is_held() {
+        let slot = ArrivalSlot::default();
+        assert!(!slot.watched());
+        let first = slot.watch();
+        let second = slot.watch();
+        assert!(slot.watched());
+        drop(first);
+        assert!(slot.watched(), "one watch is still held");
+        drop(second);
+        assert!(!slot.watched());
+    }
 
     #[test]
     fn a_schedule_entry_is_due_at_store_time_plus_its_levels_delay() {

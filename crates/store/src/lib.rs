@@ -56,7 +56,7 @@ mod warm;
 pub use commit_log::AppendResult;
 pub use config::{ConfigError, FlushDiskType, StoreConfig, DEFAULT_MESSAGE_DELAY_LEVEL};
 pub use consume_queue::CqEntry;
-pub use dispatch::ArrivalListener;
+pub use dispatch::{ArrivalListener, ArrivalWatch};
 pub use error::{PutError, StoreError};
 pub use group_commit::{FlushTicket, GroupCommitStats};
 pub use index::QueryResult;

@@ -136,7 +136,9 @@ impl Inner {
             let before = self.commit_log.files().committed_where();
             if self.commit_log.files().commit(least) > before {
                 self.committed_ts.fetch_max(ts, Ordering::AcqRel);
-                self.reput.wake();
+                if self.arrival.watched() {
+                    self.reput.wake();
+                }
                 self.flush.wake();
             }
         }

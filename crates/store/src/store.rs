@@ -22,7 +22,7 @@ use crate::{
     commit_log::AppendResult,
     config::{FlushDiskType, StoreConfig},
     consume_queue::{CqEntry, ENTRY_SIZE},
-    dispatch::ArrivalListener,
+    dispatch::{ArrivalListener, ArrivalWatch},
     error::{PutError, StoreError},
     group_commit::{FlushTicket, GroupCommitStats},
     index::{IndexService, QueryResult},
@@ -391,6 +391,13 @@ impl MessageStore {
         self.inner.arrival.set(listener);
     }
 
+    /// A watch to hold while waiting to hear of new messages: while any is
+    /// held, appends are dispatched (and announced) at once rather than
+    /// within the dispatch thread's millisecond poll.
+    pub fn watch_arrivals(&self) -> ArrivalWatch {
+        self.inner.arrival.watch()
+    }
+
     /// Makes the next cleaning passes (RocketMQ's 20) delete expired
     /// CommitLog files at any hour, and runs one soon (the admin request
     /// `DELETE_EXPIRED_COMMITLOG`).
@@ -670,7 +677,9 @@ impl Inner {
         if self.pool.is_some() {
             self.commit.wake();
         }
-        self.reput.wake();
+        if self.arrival.watched() {
+            self.reput.wake();
+        }
         FlushTicket::new(
             self,
             append,

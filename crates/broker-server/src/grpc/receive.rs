@@ -260,6 +260,8 @@ pub async fn receive(
     };
     let deadline = Instant::now() + r.budget;
     let arrival = state.pop.arrival(&r.topic.name);
+    // New messages are dispatched at once while this receive may wait.
+    let _watch = state.store.watch_arrivals();
     let popped = loop {
         let notified = arrival.notified();
         tokio::pin!(notified);

@@ -53,6 +53,7 @@ pub(crate) fn pull(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
         header.queue_id,
         header.queue_offset,
         hold,
+        state.store.watch_arrivals(),
     ) {
         Ok(()) => {
             // A message may have arrived between the read and the parking.
