@@ -101,6 +101,11 @@ async fn send(b: &TestBroker, i: usize) -> i64 {
 }
 
 async fn check_answers(b: &TestBroker, offsets: &[i64]) {
+    // Every message indexed first: the answers name the last one indexed.
+    // Message i went to queue i % 2.
+    let n = offsets.len() as i64;
+    b.until_dispatched(TOPIC, 0, (n + 1) / 2).await;
+    b.until_dispatched(TOPIC, 1, n / 2).await;
     // By one key: the one message.
     let (answer, found) = query_until(b, "order-3", 64, false, 1).await;
     assert_eq!(answer.response_code(), ResponseCode::SUCCESS);

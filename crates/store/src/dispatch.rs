@@ -6,7 +6,7 @@ use std::{
     collections::HashMap,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc, PoisonError, RwLock,
+        Arc, MutexGuard, PoisonError, RwLock, TryLockError,
     },
     time::Duration,
 };
@@ -89,10 +89,31 @@ impl Inner {
     /// Indexes every readable record after `reput_from`. Returns whether
     /// anything was indexed.
     pub(crate) fn dispatch_available(&self) -> bool {
-        let _pass = self
+        let pass = self
             .dispatch_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        self.dispatch_pass(&pass)
+    }
+
+    /// Indexes, on the caller's thread, what the dispatch thread has not
+    /// indexed yet, so that a read that follows an acknowledged append sees
+    /// it. Does nothing when nothing is left or a pass (or a topic
+    /// deletion) holds the dispatch lock.
+    pub(crate) fn catch_up(&self) {
+        if self.reput_from.load(Ordering::Acquire) >= self.commit_log.readable_end() {
+            return;
+        }
+        let pass = match self.dispatch_lock.try_lock() {
+            Ok(pass) => pass,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        self.dispatch_pass(&pass);
+    }
+
+    /// One dispatch pass; `_pass` is the held dispatch lock.
+    fn dispatch_pass(&self, _pass: &MutexGuard<'_, ()>) -> bool {
         // Fences change only under the dispatch lock: fixed for this pass.
         let fences = self
             .fences

@@ -300,6 +300,7 @@ impl MessageStore {
         caps: &ReadCaps,
         filter: Option<&dyn Fn(i64) -> bool>,
     ) -> GetResult {
+        self.inner.catch_up();
         let Some(cq) = self.inner.queue(topic, queue_id) else {
             return GetResult {
                 status: GetStatus::NoMatchedLogicQueue,
@@ -431,6 +432,7 @@ impl MessageStore {
         from: i64,
         phys: u64,
     ) -> Option<i64> {
+        self.inner.catch_up();
         Some(
             self.inner
                 .queue(topic, queue_id)?
@@ -452,6 +454,7 @@ impl MessageStore {
         begin_ms: i64,
         end_ms: i64,
     ) -> QueryResult {
+        self.inner.catch_up();
         self.inner
             .query_message(topic, key, max_num, begin_ms, end_ms)
     }
@@ -478,6 +481,7 @@ impl MessageStore {
 
     /// Next queue offset of a queue (0 if it does not exist).
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.inner.catch_up();
         self.inner
             .queue(topic, queue_id)
             .map_or(0, |q| q.max_offset())
@@ -492,12 +496,14 @@ impl MessageStore {
 
     /// The queue entry at `queue_offset`.
     pub fn queue_entry(&self, topic: &str, queue_id: i32, queue_offset: i64) -> Option<CqEntry> {
+        self.inner.catch_up();
         self.inner.queue(topic, queue_id)?.get(queue_offset)
     }
 
     /// The first queue offset whose message was stored at or after
     /// `timestamp` (ms); the queue's end when none was.
     pub fn offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> i64 {
+        self.inner.catch_up();
         let Some(cq) = self.inner.queue(topic, queue_id) else {
             return 0;
         };
