@@ -66,7 +66,7 @@ impl Job {
         fields
             .get(short)
             .or_else(|| fields.get(long))
-            .map(String::as_str)
+            .map(remoting_protocol::ExtString::as_str)
     }
 }
 

@@ -12,7 +12,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::{
     code::{LanguageCode, SerializeType},
-    command::{ExtFields, RemotingCommand},
+    command::{ExtFields, ExtString, RemotingCommand},
     error::{DecodeError, EncodeError},
 };
 
@@ -73,11 +73,11 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError
             field: "ext key",
             length: i64::from(key_len),
         })?;
-        let key = ext.string(key_len, "ext key")?;
+        let key = ext.str(key_len, "ext key")?;
         let val_len = ext.len32("ext value length", "ext value")?;
-        let val = ext.string(val_len, "ext value")?;
+        let val = ext.str(val_len, "ext value")?;
         if !key.is_empty() && !val.is_empty() {
-            ext_fields.insert(key, val);
+            ext_fields.insert(ExtString::from(key), ExtString::from(val));
         }
     }
     Ok(RemotingCommand {
@@ -159,10 +159,12 @@ impl<'a> Reader<'a> {
     }
 
     fn string(&mut self, len: usize, field: &'static str) -> Result<String, DecodeError> {
+        self.str(len, field).map(str::to_owned)
+    }
+
+    fn str(&mut self, len: usize, field: &'static str) -> Result<&'a str, DecodeError> {
         let raw = self.take(len, field)?;
-        std::str::from_utf8(raw)
-            .map(str::to_owned)
-            .map_err(|_| DecodeError::InvalidUtf8 { field })
+        std::str::from_utf8(raw).map_err(|_| DecodeError::InvalidUtf8 { field })
     }
 }
 

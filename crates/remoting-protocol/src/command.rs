@@ -10,10 +10,14 @@ use crate::{
     header::{CommandHeader, HeaderError},
 };
 
+/// One ext-field name or value: a string kept inline up to 24 bytes, so
+/// most fields of a header cost no allocation.
+pub type ExtString = compact_str::CompactString;
+
 /// Custom header fields of a command: names to string values, in the order
 /// they were added or received. Hashed with a fast, randomly seeded hasher:
 /// keys come from peers, so the seed keeps collisions out of their hands.
-pub type ExtFields = IndexMap<String, String, foldhash::fast::RandomState>;
+pub type ExtFields = IndexMap<ExtString, ExtString, foldhash::fast::RandomState>;
 
 /// Flag bit set on responses.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -183,11 +187,11 @@ impl RemotingCommand {
 
     /// Returns one ext field.
     pub fn ext(&self, key: &str) -> Option<&str> {
-        self.ext_fields.get(key).map(String::as_str)
+        self.ext_fields.get(key).map(ExtString::as_str)
     }
 
     /// Sets one ext field.
-    pub fn set_ext(&mut self, key: impl Into<String>, value: impl Into<String>) {
+    pub fn set_ext(&mut self, key: impl Into<ExtString>, value: impl Into<ExtString>) {
         self.ext_fields.insert(key.into(), value.into());
     }
 

@@ -10,6 +10,7 @@
 use std::fmt;
 
 use bytes::{BufMut, BytesMut};
+use compact_str::ToCompactString;
 use serde::{
     de::{self, MapAccess, Visitor},
     Deserialize, Deserializer, Serialize,
@@ -17,7 +18,7 @@ use serde::{
 
 use crate::{
     code::{LanguageCode, SerializeType},
-    command::{ExtFields, RemotingCommand},
+    command::{ExtFields, ExtString, RemotingCommand},
     error::DecodeError,
 };
 
@@ -138,7 +139,7 @@ impl<'de> Deserialize<'de> for LenientExtFields {
                     map.size_hint().unwrap_or(8),
                     Default::default(),
                 );
-                while let Some(key) = map.next_key::<String>()? {
+                while let Some(key) = map.next_key::<ExtString>()? {
                     if let Some(ScalarString(value)) = map.next_value::<Option<ScalarString>>()? {
                         out.insert(key, value);
                     }
@@ -151,7 +152,7 @@ impl<'de> Deserialize<'de> for LenientExtFields {
 }
 
 /// A JSON scalar rendered as the string Java's `toString()` would give.
-struct ScalarString(String);
+struct ScalarString(ExtString);
 
 impl<'de> Deserialize<'de> for ScalarString {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -162,22 +163,26 @@ impl<'de> Deserialize<'de> for ScalarString {
                 f.write_str("a string, number or boolean")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ScalarString, E> {
-                Ok(ScalarString(v.to_owned()))
+                Ok(ScalarString(ExtString::from(v)))
             }
             fn visit_string<E: de::Error>(self, v: String) -> Result<ScalarString, E> {
-                Ok(ScalarString(v))
+                Ok(ScalarString(ExtString::from(v)))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<ScalarString, E> {
-                Ok(ScalarString(v.to_string()))
+                Ok(ScalarString(v.to_compact_string()))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<ScalarString, E> {
-                Ok(ScalarString(v.to_string()))
+                Ok(ScalarString(v.to_compact_string()))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<ScalarString, E> {
-                Ok(ScalarString(v.to_string()))
+                Ok(ScalarString(ExtString::from(v.to_string())))
             }
             fn visit_bool<E: de::Error>(self, v: bool) -> Result<ScalarString, E> {
-                Ok(ScalarString(v.to_string()))
+                Ok(ScalarString(ExtString::const_new(if v {
+                    "true"
+                } else {
+                    "false"
+                })))
             }
         }
         d.deserialize_any(ScalarVisitor)

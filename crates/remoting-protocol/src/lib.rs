@@ -39,7 +39,7 @@ mod names;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode, SerializeType};
 pub use codec::{decode_frame, encode_frame, RemotingCodec, DEFAULT_MAX_FRAME_LEN};
-pub use command::{ExtFields, RemotingCommand};
+pub use command::{ExtFields, ExtString, RemotingCommand};
 pub use error::{DecodeError, EncodeError};
 pub use header::{CommandHeader, HeaderError};
 /// The message model shared with the store: properties, ids, tag hashes, flags.

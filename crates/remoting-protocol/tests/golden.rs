@@ -52,7 +52,7 @@ fn binary_header(
 fn ext(pairs: &[(&str, &str)]) -> ExtFields {
     pairs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| ((*k).into(), (*v).into()))
         .collect()
 }
 

@@ -10,8 +10,14 @@ use remoting_protocol::{
 const MAX: usize = 64 * 1024;
 
 fn ext_fields() -> impl Strategy<Value = ExtFields> {
-    proptest::collection::vec(("[a-zA-Z_][a-zA-Z0-9_]{0,15}", "\\PC{1,40}"), 0..12)
-        .prop_map(|pairs| pairs.into_iter().collect())
+    proptest::collection::vec(("[a-zA-Z_][a-zA-Z0-9_]{0,15}", "\\PC{1,40}"), 0..12).prop_map(
+        |pairs| {
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect()
+        },
+    )
 }
 
 fn command(serialize_type: SerializeType) -> impl Strategy<Value = RemotingCommand> {

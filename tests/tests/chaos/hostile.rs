@@ -6,7 +6,7 @@ use super::*;
 
 /// `req` (a send) with its header's `sysFlag` (`f`) set to `sys_flag`.
 fn with_sys_flag(mut req: RemotingCommand, sys_flag: i32) -> RemotingCommand {
-    req.ext_fields.insert("f".into(), sys_flag.to_string());
+    req.set_ext("f", sys_flag.to_string());
     req
 }
 

@@ -242,7 +242,7 @@ mod tests {
     fn ext(pairs: &[(&str, &str)]) -> ExtFields {
         pairs
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .map(|(k, v)| ((*k).into(), (*v).into()))
             .collect()
     }
 

@@ -16,7 +16,9 @@
 
 use thiserror::Error;
 
-use crate::command::ExtFields;
+use compact_str::ToCompactString;
+
+use crate::command::{ExtFields, ExtString};
 
 mod admin;
 mod client;
@@ -111,15 +113,15 @@ pub trait ExtScalar: Sized {
     /// What the value is, for error messages.
     const EXPECTED: &'static str;
     /// Renders the value as Java's `toString()` would.
-    fn to_ext(&self) -> String;
+    fn to_ext(&self) -> ExtString;
     /// Parses the value, or returns `None` if the text is not one.
     fn parse_ext(text: &str) -> Option<Self>;
 }
 
 impl ExtScalar for String {
     const EXPECTED: &'static str = "string";
-    fn to_ext(&self) -> String {
-        self.clone()
+    fn to_ext(&self) -> ExtString {
+        ExtString::from(self.as_str())
     }
     fn parse_ext(text: &str) -> Option<Self> {
         Some(text.to_owned())
@@ -130,8 +132,8 @@ macro_rules! int_scalar {
     ($($ty:ty => $what:literal),*) => {$(
         impl ExtScalar for $ty {
             const EXPECTED: &'static str = $what;
-            fn to_ext(&self) -> String {
-                self.to_string()
+            fn to_ext(&self) -> ExtString {
+                self.to_compact_string()
             }
             fn parse_ext(text: &str) -> Option<Self> {
                 text.parse().ok()
@@ -143,8 +145,8 @@ int_scalar!(i32 => "32-bit integer", i64 => "64-bit integer");
 
 impl ExtScalar for bool {
     const EXPECTED: &'static str = "boolean";
-    fn to_ext(&self) -> String {
-        self.to_string()
+    fn to_ext(&self) -> ExtString {
+        ExtString::const_new(if *self { "true" } else { "false" })
     }
     fn parse_ext(text: &str) -> Option<Self> {
         Some(text.eq_ignore_ascii_case("true") || text == "1")
@@ -164,7 +166,7 @@ pub trait ExtField: Sized {
 
 impl<T: ExtScalar> ExtField for T {
     fn put(&self, key: &'static str, ext: &mut ExtFields) {
-        ext.insert(key.to_owned(), self.to_ext());
+        ext.insert(ExtString::const_new(key), self.to_ext());
     }
     fn get(ext: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
         match ext.get(key) {
@@ -177,7 +179,7 @@ impl<T: ExtScalar> ExtField for T {
 impl<T: ExtScalar> ExtField for Option<T> {
     fn put(&self, key: &'static str, ext: &mut ExtFields) {
         if let Some(v) = self {
-            ext.insert(key.to_owned(), v.to_ext());
+            ext.insert(ExtString::const_new(key), v.to_ext());
         }
     }
     fn get(ext: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
@@ -209,6 +211,7 @@ macro_rules! ext_header {
 
         impl $crate::header::CommandHeader for $name {
             fn write_ext_fields(&self, ext: &mut $crate::command::ExtFields) {
+                ext.reserve(<[&str]>::len(&[$($key),*]));
                 $( $crate::header::ExtField::put(&self.$field, $key, ext); )*
             }
 
@@ -236,8 +239,8 @@ macro_rules! ext_enum {
 
         impl $crate::header::ExtScalar for $name {
             const EXPECTED: &'static str = concat!("one of", $(" ", $text,)*);
-            fn to_ext(&self) -> String {
-                match self { $( $name::$variant => $text.to_owned(), )* }
+            fn to_ext(&self) -> $crate::command::ExtString {
+                match self { $( $name::$variant => $crate::command::ExtString::const_new($text), )* }
             }
             fn parse_ext(text: &str) -> Option<Self> {
                 $( if text.eq_ignore_ascii_case($text) { return Some($name::$variant); } )*
@@ -271,7 +274,7 @@ mod tests {
             on: None,
         };
         let ext = h.to_ext_fields();
-        assert_eq!(ext.get("count").map(String::as_str), Some("-3"));
+        assert_eq!(ext.get("count").map(ExtString::as_str), Some("-3"));
         assert!(!ext.contains_key("on"));
         assert_eq!(Sample::from_ext_fields(&ext).unwrap(), h);
     }

@@ -177,6 +177,7 @@ ext_header! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::ExtString;
 
     fn v1() -> SendMessageRequestHeader {
         SendMessageRequestHeader {
@@ -202,7 +203,7 @@ mod tests {
     fn v2_uses_single_letter_keys() {
         let v2 = SendMessageRequestHeaderV2::from(v1());
         let ext = v2.to_ext_fields();
-        let keys: Vec<&str> = ext.keys().map(String::as_str).collect();
+        let keys: Vec<&str> = ext.keys().map(ExtString::as_str).collect();
         assert_eq!(
             keys,
             ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "n"]
