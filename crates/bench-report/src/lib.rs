@@ -45,6 +45,10 @@ pub struct Report {
     /// it had one; left out of the JSON when not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_delay_ms: Option<u64>,
+    /// Messages in each request, when requests were batches
+    /// (`SEND_BATCH_MESSAGE`); left out of the JSON for single sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
     /// Unrecorded warm-up, seconds.
     pub warmup_s: f64,
     /// Recorded time, seconds.
@@ -57,9 +61,10 @@ pub struct Report {
     pub failed_total: u64,
     /// Failures by kind.
     pub failed: Failures,
-    /// `ok` per recorded second.
+    /// `ok` requests per recorded second.
     pub ok_per_sec: f64,
-    /// Body bytes of `ok` messages per recorded second, in MB (10^6 bytes).
+    /// Body bytes of the messages of `ok` requests per recorded second, in
+    /// MB (10^6 bytes).
     pub mb_per_sec: f64,
     /// Latency of `SUCCESS` responses.
     pub latency_ms: Option<LatencyMs>,
@@ -179,6 +184,12 @@ impl Report {
     pub fn from_json(json: &[u8]) -> serde_json::Result<Self> {
         serde_json::from_slice(json)
     }
+
+    /// Messages stored per recorded second: `ok_per_sec` times the
+    /// messages of each request.
+    pub fn msgs_per_sec(&self) -> f64 {
+        self.ok_per_sec * f64::from(self.batch.unwrap_or(1))
+    }
 }
 
 impl Failures {
@@ -223,6 +234,7 @@ mod tests {
             body_bytes: 1024,
             delay_level: None,
             timer_delay_ms: None,
+            batch: None,
             warmup_s: 1.0,
             duration_s: 2.0,
             sent: 200,
@@ -315,6 +327,21 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json)?;
         assert_eq!(v["delay_level"], 3);
         assert_eq!(Report::from_json(json.as_bytes())?.delay_level, Some(3));
+        Ok(())
+    }
+
+    #[test]
+    fn a_batch_multiplies_the_messages_and_single_sends_leave_it_out() -> serde_json::Result<()> {
+        let single = report();
+        assert_eq!(single.msgs_per_sec(), 97.0);
+        let v: serde_json::Value = serde_json::from_str(&single.to_json()?)?;
+        assert!(v.get("batch").is_none(), "{v}");
+        let r = Report {
+            batch: Some(32),
+            ..report()
+        };
+        assert_eq!(r.msgs_per_sec(), 97.0 * 32.0);
+        assert_eq!(Report::from_json(r.to_json()?.as_bytes())?.batch, Some(32));
         Ok(())
     }
 }

@@ -222,6 +222,11 @@ pub struct ProduceArgs {
     /// connection first (remoting only), so that transaction checks reach it.
     #[arg(long)]
     pub producer_heartbeat: bool,
+    /// Messages per request: above 1, each request is a
+    /// `SEND_BATCH_MESSAGE` of this many messages of `--size` bytes
+    /// (remoting only); the report counts requests and messages.
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -251,6 +256,7 @@ impl ProduceArgs {
             honour_retry_after: self.honour_retry_after,
             transaction: self.transaction,
             producer_heartbeat: self.producer_heartbeat,
+            batch: self.batch,
         };
         let mode = match self.rate {
             Some(rate_per_sec) => Mode::Open {
@@ -490,6 +496,20 @@ mod tests {
         assert!(parse(&["--delay-level", "0"]).is_err());
         assert!(parse(&["--delay-level", "-1"]).is_err());
         assert!(parse(&["--protocol", "grpc", "--delay-level", "3"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_batch_is_one_or_more_remoting_messages_without_delays() -> Result<()> {
+        assert_eq!(parse(&[])?.0.batch, 1);
+        assert_eq!(parse(&["--batch", "32"])?.0.batch, 32);
+        assert!(parse(&["--batch", "0"]).is_err());
+        assert!(parse(&["--batch", "32", "--protocol", "grpc"]).is_err());
+        assert!(parse(&["--batch", "32", "--delay-level", "3"]).is_err());
+        assert!(parse(&["--batch", "32", "--transaction", "commit"]).is_err());
+        // 4096 messages of 1 KiB are 4 MiB: the largest batch of that size.
+        assert!(parse(&["--batch", "4096"]).is_ok());
+        assert!(parse(&["--batch", "4097"]).is_err());
         Ok(())
     }
 

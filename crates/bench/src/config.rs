@@ -82,6 +82,10 @@ pub struct Config {
     /// every connection (remoting only), so that the broker's transaction
     /// checks reach it (it ignores them).
     pub producer_heartbeat: bool,
+    /// Messages per request: 1 sends `SEND_MESSAGE_V2`; more send
+    /// `SEND_BATCH_MESSAGE` with this many messages of `body_bytes` each
+    /// (remoting only, without delays or transactions). At least 1.
+    pub batch: u32,
     /// Print a progress line to stderr every second.
     pub progress: bool,
     /// Closed loop: after a busy answer that carries `retryAfterMs`, the
@@ -144,6 +148,7 @@ impl Config {
             honour_retry_after: false,
             transaction: None,
             producer_heartbeat: false,
+            batch: 1,
             progress: true,
         }
     }
@@ -203,6 +208,21 @@ impl Config {
         ensure!(
             self.delay_level.is_none() || self.timer_delay_ms.is_none(),
             "delay-level and timer-delay-ms exclude each other (a delay level wins over a timer)"
+        );
+        ensure!(self.batch >= 1, "batch must be at least 1 message");
+        ensure!(
+            self.batch == 1
+                || (self.protocol == Protocol::Remoting
+                    && self.delay_level.is_none()
+                    && self.timer_delay_ms.is_none()
+                    && self.transaction.is_none()),
+            "batch is remoting only, and excludes delay-level, timer-delay-ms and transaction              (RocketMQ refuses delayed and transactional batches)"
+        );
+        ensure!(
+            self.body_bytes.saturating_mul(self.batch as usize) <= MAX_BODY_BYTES,
+            "a batch of {} messages of {} bytes is over {MAX_BODY_BYTES} bytes",
+            self.batch,
+            self.body_bytes
         );
         ensure!(
             self.delay_level != Some(0),

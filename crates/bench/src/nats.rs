@@ -98,6 +98,7 @@ impl NatsConfig {
             timer_delay_ms: None,
             transaction: None,
             producer_heartbeat: false,
+            batch: 1,
             progress: self.progress,
             honour_retry_after: false,
         }

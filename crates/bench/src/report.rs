@@ -247,6 +247,7 @@ impl Recorder {
             body_bytes: config.body_bytes,
             delay_level: config.delay_level,
             timer_delay_ms: config.timer_delay_ms,
+            batch: (config.batch > 1).then_some(config.batch),
             warmup_s: config.warmup.as_secs_f64(),
             duration_s,
             sent: self.sent,
@@ -254,7 +255,9 @@ impl Recorder {
             failed_total: self.failed.total(),
             failed: self.failed.clone(),
             ok_per_sec: per_sec(self.ok as f64),
-            mb_per_sec: per_sec(self.ok as f64 * config.body_bytes as f64) / 1e6,
+            mb_per_sec: per_sec(
+                self.ok as f64 * f64::from(config.batch.max(1)) * config.body_bytes as f64,
+            ) / 1e6,
             latency_ms: latency_of(&self.latency_us),
             time_to_busy_ms: latency_of(&self.busy_latency_us),
             period_in_queue_ms: period_of(&self.period_in_queue_ms),
@@ -344,6 +347,9 @@ impl fmt::Display for Table<'_> {
                 "timer delay   {ms} ms (TIMER_DELAY_MS property on every message)"
             )?;
         }
+        if let Some(batch) = report.batch {
+            writeln!(f, "batch         {batch} messages per SEND_BATCH_MESSAGE")?;
+        }
         writeln!(f)?;
         writeln!(f, "{:<32}{:>12}", "sent", report.sent)?;
         writeln!(f, "{:<32}{:>12}", "ok", report.ok)?;
@@ -352,11 +358,20 @@ impl fmt::Display for Table<'_> {
             writeln!(f, "  {name:<30}{n:>12}")?;
         }
         writeln!(f)?;
-        writeln!(
-            f,
-            "throughput    {:.1} msgs/s  {:.3} MB/s",
-            report.ok_per_sec, report.mb_per_sec
-        )?;
+        match report.batch {
+            Some(batch) => writeln!(
+                f,
+                "throughput    {:.1} msgs/s in {:.1} batches/s of {batch}  {:.3} MB/s",
+                report.msgs_per_sec(),
+                report.ok_per_sec,
+                report.mb_per_sec
+            )?,
+            None => writeln!(
+                f,
+                "throughput    {:.1} msgs/s  {:.3} MB/s",
+                report.ok_per_sec, report.mb_per_sec
+            )?,
+        }
         writeln!(f)?;
         writeln!(
             f,

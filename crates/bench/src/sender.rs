@@ -23,7 +23,7 @@ use message_model::{
 };
 use remoting_net::{client::ClientConnection, ClientOptions};
 use remoting_protocol::{
-    body::{self, HeartbeatData, ProducerData},
+    body::{self, encode_batch, BatchEntry, HeartbeatData, ProducerData},
     command::next_opaque,
     header::{
         EndTransactionRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
@@ -212,6 +212,7 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
                         delay_level: config.delay_level,
                         timer_delay_ms: config.timer_delay_ms,
                         transaction: config.transaction.is_some(),
+                        batch: config.batch,
                     },
                 )?,
                 connections: by_addr.get(d.addr.as_str()).cloned().unwrap_or_default(),
@@ -230,15 +231,21 @@ pub struct MessageOptions {
     /// The half of a transaction: `TRAN_MSG` = true, `PGROUP` =
     /// [`PRODUCER_GROUP`] and the prepared flag.
     pub transaction: bool,
+    /// Messages per request: above 1, a `SEND_BATCH_MESSAGE` of this many
+    /// copies of the body (no properties each, as single sends carry none
+    /// without options); 0 and 1 send one message.
+    pub batch: u32,
 }
 
-/// A `SEND_MESSAGE_V2` request for `queue_id`, without a fresh opaque;
+/// A `SEND_MESSAGE_V2` request for `queue_id` (a `SEND_BATCH_MESSAGE` of
+/// [`MessageOptions::batch`] copies of `body` when that is above 1), without
+/// a fresh opaque;
 /// `default_queues` is the queue count of the topic if the broker creates it
 /// on this send. It carries the properties `options` asks for, and none
 /// without any.
 ///
 /// # Errors
-/// A queue id or queue count beyond `i32`.
+/// A queue id or queue count beyond `i32`, or a batch that cannot be encoded.
 pub fn send_request(
     topic: &str,
     queue_id: u32,
@@ -267,6 +274,19 @@ pub fn send_request(
             .context("PGROUP property")?;
     }
     let properties = (!props.is_empty()).then(|| props.encode());
+    let batch = options.batch > 1;
+    let (code, body) = if batch {
+        let entry = BatchEntry {
+            flag: 0,
+            body,
+            properties: properties.clone().unwrap_or_default(),
+        };
+        let entries = vec![entry; options.batch as usize];
+        let body = encode_batch(&entries).context("encode the batch")?;
+        (RequestCode::SEND_BATCH_MESSAGE, body)
+    } else {
+        (RequestCode::SEND_MESSAGE_V2, body)
+    };
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: PRODUCER_GROUP.into(),
         topic: topic.into(),
@@ -281,10 +301,11 @@ pub fn send_request(
         },
         born_timestamp,
         flag: 0,
-        properties,
+        properties: if batch { None } else { properties },
+        batch: batch.then_some(true),
         ..SendMessageRequestHeader::default()
     });
-    Ok(RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header).with_body(body))
+    Ok(RemotingCommand::request_with_header(code, &header).with_body(body))
 }
 
 /// The `END_TRANSACTION` request ending the half that `answer` (its send's
@@ -360,6 +381,23 @@ mod tests {
         assert_eq!(header.producer_group, PRODUCER_GROUP);
         assert_eq!(header.properties, None);
         assert_eq!(&cmd.body[..], b"abc");
+        Ok(())
+    }
+
+    #[test]
+    fn a_batch_request_carries_that_many_copies_of_the_body() -> Result<()> {
+        let options = MessageOptions {
+            batch: 3,
+            ..MessageOptions::default()
+        };
+        let cmd = send_request("T", 2, Bytes::from_static(b"abc"), 8, options)?;
+        assert_eq!(cmd.request_code(), RequestCode::SEND_BATCH_MESSAGE);
+        let header = SendMessageRequestHeader::from_command(&cmd)?;
+        assert_eq!((header.topic.as_str(), header.queue_id), ("T", 2));
+        assert_eq!(header.batch, Some(true));
+        let entries = remoting_protocol::body::decode_batch(&cmd.body)?;
+        assert_eq!(entries.len(), 3);
+        assert!(entries.iter().all(|e| &e.body[..] == b"abc"));
         Ok(())
     }
 

@@ -31,9 +31,11 @@
 //!   flight, the three servers in turn for each run (Sluice and NATS from
 //!   the load tool, Redis from `redis-benchmark ... XADD`), throughput,
 //!   p50/p99 and each server's CPU time per message from
-//!   `/proc/<pid>/stat`; one table with the Sluice/NATS and Sluice/Redis
-//!   ratios, and `peers.json` (see `peers.rs`; `peer_servers.rs` runs the
-//!   NATS and Redis processes and tools).
+//!   `/proc/<pid>/stat`; then batches (Sluice `SEND_BATCH_MESSAGE` against
+//!   Redis's pipelined `XADD`), Sluice's own paths (`ASYNC_FLUSH`,
+//!   `SYNC_FLUSH`, gRPC) at one level; a table per part with the ratios, and `peers.json` (see `peers.rs`; `peers_table.rs` holds the
+//!   figures and tables, `peer_servers.rs` runs the NATS and Redis
+//!   processes and tools).
 //!
 //! Each broker runs with its embedded name server (and its gRPC endpoint)
 //! on free loopback ports,
@@ -49,6 +51,7 @@ mod closed;
 mod overload;
 mod peer_servers;
 mod peers;
+mod peers_table;
 mod protocols;
 mod quota;
 mod runner;
@@ -83,10 +86,13 @@ const USAGE: &str =
   peers    [--quick] [--out DIR] [--runs N] [--in-flight 1,16,64] [--seconds S]
            Sluice (ASYNC_FLUSH) beside NATS JetStream (nats-server -js, file
            storage) and Redis Streams (redis-server, AOF everysec): closed-loop
-           1 KiB appends at each in-flight level, the three in turn per run,
-           msgs/s, p50/p99 and server CPU µs per message, peers.json
-           (default 2 runs of 5 s; quick: 1 run of 2 s at 1 and 16 in flight;
-           needs nats-server, redis-server and redis-benchmark: .ci/install.sh)
+           1 KiB appends at each in-flight level, the three in turn per run;
+           batches of 32 (Sluice SEND_BATCH_MESSAGE, Redis 16-deep pipelines)
+           at 16 in flight; Sluice ASYNC_FLUSH, SYNC_FLUSH and gRPC at 64 in
+           flight. msgs/s, p50/p99 and server CPU µs per message, peers.json
+           (default 2 runs of 5 s; quick: 1 run of 2 s, appends at 1 and 16
+           in flight, paths at 16; needs nats-server, redis-server and
+           redis-benchmark: .ci/install.sh)
 
   --quick  debug build and short phases (for CI)
   --out    where the results go (default <target>/bench)
@@ -118,6 +124,22 @@ struct Options {
     in_flight: Option<Vec<u32>>,
     /// Recorded seconds of each run of the peers experiment.
     seconds: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            quick: false,
+            out: None,
+            bound: Bound::Fault(1),
+            connections: None,
+            halves: None,
+            settings: Vec::new(),
+            runs: None,
+            in_flight: None,
+            seconds: None,
+        }
+    }
 }
 
 impl Options {
@@ -160,17 +182,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         println!("{USAGE}");
         return Ok(());
     };
-    let mut options = Options {
-        quick: false,
-        out: None,
-        bound: Bound::Fault(1),
-        connections: None,
-        halves: None,
-        settings: Vec::new(),
-        runs: None,
-        in_flight: None,
-        seconds: None,
-    };
+    let mut options = Options::default();
     let mut bound_cpu = false;
     let mut fault_ms = 1;
     let mut it = rest.iter();

@@ -177,23 +177,24 @@ pub(super) struct RedisResult {
     pub(super) seconds: f64,
 }
 
-/// Runs `redis-benchmark -c <in_flight> -P 1 -n <requests> --csv XADD
-/// <stream> * f <value>` against `server`, with a value of `body` bytes.
+/// Runs `redis-benchmark -c <clients> -P <pipeline> -n <requests> --csv
+/// XADD <stream> * f <value>` against `server`, with a value of `body`
+/// bytes: `clients` connections, each with `pipeline` XADDs outstanding.
 pub(super) fn redis_benchmark(
     server: &PeerServer,
-    in_flight: u32,
+    (clients, pipeline): (u32, u32),
     requests: u64,
     body: usize,
     limit: Duration,
 ) -> Result<RedisResult> {
     let mut cmd = Command::new(find_program("redis-benchmark")?);
     cmd.args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
-        .args(["-c", &in_flight.to_string(), "-P", "1"])
+        .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
         .args(["-n", &requests.to_string(), "--csv"])
         .args(["XADD", REDIS_STREAM, "*", "f"])
         .arg("x".repeat(body));
     eprintln!(
-        "bench: redis-benchmark -p {} -c {in_flight} -P 1 -n {requests} --csv XADD {REDIS_STREAM} * f <{body} bytes>",
+        "bench: redis-benchmark -p {} -c {clients} -P {pipeline} -n {requests} --csv XADD {REDIS_STREAM} * f <{body} bytes>",
         server.port
     );
     let started = Instant::now();
@@ -209,6 +210,23 @@ pub(super) fn redis_benchmark(
     result.requests = requests;
     result.seconds = seconds;
     Ok(result)
+}
+
+/// Deletes the stream the runs append to (`redis-benchmark -n 1 DEL`), so
+/// that the server's memory holds one run's messages at most.
+pub(super) fn redis_clear(server: &PeerServer) -> Result<()> {
+    let mut cmd = Command::new(find_program("redis-benchmark")?);
+    cmd.args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-c", "1", "-n", "1", "--csv", "DEL", REDIS_STREAM]);
+    let output = run_bounded(cmd, RUN_SLACK)?;
+    if !output.status.success() {
+        server.print_tail();
+        bail!(
+            "redis-benchmark DEL {REDIS_STREAM} failed with {}",
+            output.status
+        );
+    }
+    Ok(())
 }
 
 /// How many requests to ask of a `redis-benchmark` run meant to last

@@ -17,14 +17,14 @@
 use std::{fs, time::Duration};
 
 use anyhow::Result;
-use bench_report::Report;
 use serde::Serialize;
 
 use super::{
     peer_servers::{
-        nats_publish, redis_benchmark, redis_requests_for, CpuClock, PeerServer, RedisResult,
+        nats_publish, redis_benchmark, redis_clear, redis_requests_for, CpuClock, PeerServer,
     },
-    runner::{load, strings, write_json, Broker, Setup, RUN_SLACK},
+    peers_table::{medians, section_table, Layout, Measured, Median, Section},
+    runner::{create_topic, load, strings, write_json, Broker, Setup, RUN_SLACK},
     Options,
 };
 
@@ -43,9 +43,18 @@ const WARMUP_SECS: u64 = 1;
 const REDIS_WARMUP_REQUESTS: u64 = 10_000;
 /// Body size of every message.
 const BODY: usize = 1024;
-
-/// The servers compared, in the order they run.
-const SERVERS: [&str; 3] = ["sluice", "nats", "redis"];
+/// The topic of Sluice's appends, and its queues.
+const TOPIC: &str = "BenchTopic";
+const QUEUES: u32 = 8;
+/// Messages per `SEND_BATCH_MESSAGE`, batches in flight, and the depth of
+/// Redis's pipelines (on as many connections as Sluice has batches in
+/// flight).
+const BATCH: u32 = 32;
+const BATCH_IN_FLIGHT: u32 = 16;
+const REDIS_PIPELINE: u32 = 16;
+/// The level of the paths section, by default and with `--quick`.
+const PATHS_IN_FLIGHT: u32 = 64;
+const QUICK_PATHS_IN_FLIGHT: u32 = 16;
 
 /// What the experiment does.
 #[derive(Debug, Clone, Serialize)]
@@ -54,6 +63,10 @@ struct Plan {
     runs: u32,
     seconds: u64,
     build: &'static str,
+    batch: u32,
+    batch_in_flight: u32,
+    redis_pipeline: u32,
+    paths_in_flight: u32,
 }
 
 impl Plan {
@@ -72,82 +85,64 @@ impl Plan {
                 .seconds
                 .unwrap_or(if quick { QUICK_SECONDS } else { SECONDS }),
             build: options.build(),
-        }
-    }
-}
-
-/// One measured run of one server: a cell of the table and an entry of
-/// `peers.json`.
-#[derive(Debug, Clone, Serialize)]
-struct Measured {
-    server: &'static str,
-    in_flight: u32,
-    run: u32,
-    msgs_per_sec: f64,
-    p50_ms: Option<f64>,
-    p99_ms: Option<f64>,
-    /// Messages the server took in during the measured run.
-    messages: u64,
-    /// CPU seconds the server used during the measured run.
-    cpu_s: f64,
-    /// `cpu_s` per message, in µs.
-    cpu_us_per_msg: Option<f64>,
-    /// The load tool's report (Sluice and NATS).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    report: Option<Report>,
-    /// What `redis-benchmark` printed (Redis).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    redis: Option<RedisResult>,
-}
-
-impl Measured {
-    fn from_report(server: &'static str, run: u32, report: Report, cpu_s: f64) -> Self {
-        let messages = report.sent;
-        Self {
-            server,
-            in_flight: report.in_flight.unwrap_or(0),
-            run,
-            msgs_per_sec: report.ok_per_sec,
-            p50_ms: report.latency_ms.map(|l| l.p50),
-            p99_ms: report.latency_ms.map(|l| l.p99),
-            messages,
-            cpu_s,
-            cpu_us_per_msg: per_msg(cpu_s, messages),
-            report: Some(report),
-            redis: None,
+            batch: BATCH,
+            batch_in_flight: BATCH_IN_FLIGHT,
+            redis_pipeline: REDIS_PIPELINE,
+            paths_in_flight: if quick {
+                QUICK_PATHS_IN_FLIGHT
+            } else {
+                PATHS_IN_FLIGHT
+            },
         }
     }
 
-    fn from_redis(in_flight: u32, run: u32, result: RedisResult, cpu_s: f64) -> Self {
-        Self {
-            server: "redis",
-            in_flight,
-            run,
-            msgs_per_sec: result.rps,
-            p50_ms: result.p50_ms,
-            p99_ms: result.p99_ms,
-            messages: result.requests,
-            cpu_s,
-            cpu_us_per_msg: per_msg(cpu_s, result.requests),
-            report: None,
-            redis: Some(result),
-        }
+    /// The tables, one per section.
+    fn layouts(&self) -> Vec<Layout> {
+        let peers = ["sluice", "nats", "redis"];
+        let heads = [
+            "Sluice msgs/s (p50/p99)",
+            "NATS msgs/s (p50/p99)",
+            "Redis msgs/s (p50/p99)",
+        ];
+        let vs_peers = [(0, 1, "S/N"), (0, 2, "S/R")];
+        vec![
+            Layout {
+                section: Section::Send,
+                title: "appends: one 1 KiB message per request".into(),
+                levels: self.in_flight.clone(),
+                servers: peers,
+                heads,
+                cpu_head: "CPU µs/msg S/N/R",
+                ratios: vs_peers,
+            },
+            Layout {
+                section: Section::Batch,
+                title: format!(
+                    "batches: Sluice SEND_BATCH_MESSAGE of {} x 1 KiB ({} batches in flight,                      latency per batch); Redis XADD {}-deep pipelines on {} connections                      (latency per XADD); NATS not run",
+                    self.batch, self.batch_in_flight, self.redis_pipeline, self.batch_in_flight
+                ),
+                levels: vec![self.batch_in_flight],
+                servers: peers,
+                heads,
+                cpu_head: "CPU µs/msg S/N/R",
+                ratios: vs_peers,
+            },
+            Layout {
+                section: Section::Paths,
+                title: "Sluice's paths: remoting ASYNC_FLUSH, remoting SYNC_FLUSH (a second                         broker), gRPC SendMessage"
+                    .into(),
+                levels: vec![self.paths_in_flight],
+                servers: ["async", "sync", "grpc"],
+                heads: [
+                    "ASYNC msgs/s (p50/p99)",
+                    "SYNC msgs/s (p50/p99)",
+                    "gRPC msgs/s (p50/p99)",
+                ],
+                cpu_head: "CPU µs/msg A/S/G",
+                ratios: [(1, 0, "S/A"), (2, 0, "G/A")],
+            },
+        ]
     }
-}
-
-fn per_msg(cpu_s: f64, messages: u64) -> Option<f64> {
-    (messages > 0).then(|| cpu_s * 1e6 / messages as f64)
-}
-
-/// The median of one server at one level, over its runs.
-#[derive(Debug, Clone, Serialize)]
-struct Median {
-    server: &'static str,
-    in_flight: u32,
-    msgs_per_sec: f64,
-    p50_ms: Option<f64>,
-    p99_ms: Option<f64>,
-    cpu_us_per_msg: Option<f64>,
 }
 
 /// What `peers.json` holds.
@@ -192,22 +187,26 @@ fn field_of(text: &str, key: &str) -> Option<String> {
 /// Runs the experiment.
 pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
     let plan = Plan::new(options);
+    let layouts = plan.layouts();
     let clock = CpuClock::new();
     let sluice = Broker::start(setup, "sluice", &["flushDiskType=ASYNC_FLUSH".to_owned()])?;
+    create_topic(setup, &sluice, TOPIC, QUEUES)?;
     let nats = PeerServer::nats(setup)?;
     let redis = PeerServer::redis(setup)?;
-    let mut rows = Vec::new();
-    for &in_flight in &plan.in_flight {
-        for run in 1..=plan.runs {
-            rows.push(run_sluice(setup, &clock, &sluice, &plan, in_flight, run)?);
-            rows.push(run_nats(setup, &clock, &nats, &plan, in_flight, run)?);
-            rows.push(run_redis(&clock, &redis, &plan, in_flight, run)?);
-        }
-    }
+    let servers = Servers {
+        setup,
+        clock: &clock,
+        plan: &plan,
+        sluice: &sluice,
+        nats: &nats,
+        redis: &redis,
+    };
+    let rows = servers.measure_all();
     // The servers go before the results are written, also on error (drop).
     sluice.stop();
     drop(nats);
     drop(redis);
+    let rows = rows?;
     let machine = Machine::read();
     println!(
         "peers: closed loop, 1 KiB messages, {} s per run after a {WARMUP_SECS} s warm-up run, {} run(s), {} build; \
@@ -215,17 +214,166 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
          {} CPUs ({}), {} GiB, servers and load tools on the same CPUs",
         plan.seconds, plan.runs, plan.build, machine.cpus, machine.cpu_model, machine.memory_gib
     );
-    print!("{}", peers_table(&plan, &rows));
+    for layout in &layouts {
+        println!();
+        print!("{}", section_table(layout, plan.runs, &rows));
+    }
     let file = setup.out.join("peers.json");
     let results = Results {
         plan: &plan,
         machine: &machine,
         runs: &rows,
-        medians: medians(&plan, &rows),
+        medians: medians(&layouts, &rows),
     };
     write_json(&file, &results)?;
     println!("\nwrote {}", file.display());
     Ok(())
+}
+
+/// The running servers and what every run needs.
+struct Servers<'a> {
+    setup: &'a Setup,
+    clock: &'a CpuClock,
+    plan: &'a Plan,
+    sluice: &'a Broker,
+    nats: &'a PeerServer,
+    redis: &'a PeerServer,
+}
+
+impl Servers<'_> {
+    /// Every section, in order, each server in turn per run.
+    fn measure_all(&self) -> Result<Vec<Measured>> {
+        let plan = self.plan;
+        let mut rows = Vec::new();
+        for &in_flight in &plan.in_flight {
+            for run in 1..=plan.runs {
+                let load = sluice_load(in_flight, plan.seconds, &[]);
+                rows.push(self.sluice(self.sluice, Section::Send, "sluice", run, &load)?);
+                rows.push(self.nats_publish(in_flight, run)?);
+                rows.push(self.redis(Section::Send, (in_flight, 1), run)?);
+            }
+        }
+        let batch = plan.batch.to_string();
+        for run in 1..=plan.runs {
+            let load = sluice_load(plan.batch_in_flight, plan.seconds, &["--batch", &batch]);
+            rows.push(self.sluice(self.sluice, Section::Batch, "sluice", run, &load)?);
+            let redis = (plan.batch_in_flight, plan.redis_pipeline);
+            rows.push(self.redis(Section::Batch, redis, run)?);
+        }
+        let sync = Broker::start(
+            self.setup,
+            "sluice-sync",
+            &["flushDiskType=SYNC_FLUSH".to_owned()],
+        )?;
+        let paths = self.paths(&sync, &mut rows);
+        sync.stop();
+        paths?;
+        Ok(rows)
+    }
+
+    /// The paths section: each run, the same load over remoting to the
+    /// `ASYNC_FLUSH` broker, to the `SYNC_FLUSH` one, and over gRPC.
+    fn paths(&self, sync: &Broker, rows: &mut Vec<Measured>) -> Result<()> {
+        let plan = self.plan;
+        let remoting = sluice_load(plan.paths_in_flight, plan.seconds, &[]);
+        let grpc = sluice_load(
+            plan.paths_in_flight,
+            plan.seconds,
+            &["--protocol", "grpc", "--grpc", &self.sluice.grpc],
+        );
+        for run in 1..=plan.runs {
+            rows.push(self.sluice(self.sluice, Section::Paths, "async", run, &remoting)?);
+            rows.push(self.sluice(sync, Section::Paths, "sync", run, &remoting)?);
+            rows.push(self.sluice(self.sluice, Section::Paths, "grpc", run, &grpc)?);
+        }
+        Ok(())
+    }
+
+    /// A warm-up run and a measured run of `sluice-bench` against `broker`
+    /// with `args` (ending in `--duration <measured seconds>`).
+    fn sluice(
+        &self,
+        broker: &Broker,
+        section: Section,
+        server: &'static str,
+        run: u32,
+        args: &[String],
+    ) -> Result<Measured> {
+        let in_flight = args
+            .iter()
+            .position(|a| a == "--in-flight")
+            .and_then(|i| args.get(i + 1))
+            .map_or("1", String::as_str);
+        let name = format!("peers-{section:?}-{server}-{in_flight}-{run}").to_lowercase();
+        let mut warmup = args.to_vec();
+        if let Some(last) = warmup.last_mut() {
+            *last = WARMUP_SECS.to_string();
+        }
+        load(self.setup, broker, &format!("{name}-warmup"), &warmup)?;
+        let before = self.clock.seconds(broker.pid())?;
+        let (_, report) = load(self.setup, broker, &name, args)?;
+        let cpu_s = self.clock.seconds(broker.pid())? - before;
+        Ok(Measured::from_report(section, server, run, report, cpu_s))
+    }
+
+    fn nats_publish(&self, in_flight: u32, run: u32) -> Result<Measured> {
+        let (setup, nats) = (self.setup, self.nats);
+        let name = format!("peers-nats-{in_flight}-{run}");
+        nats_publish(
+            setup,
+            nats,
+            &format!("{name}-warmup"),
+            in_flight,
+            0,
+            WARMUP_SECS,
+        )?;
+        let before = self.clock.seconds(nats.pid())?;
+        let report = nats_publish(setup, nats, &name, in_flight, 0, self.plan.seconds)?;
+        let cpu_s = self.clock.seconds(nats.pid())? - before;
+        Ok(Measured::from_report(
+            Section::Send,
+            "nats",
+            run,
+            report,
+            cpu_s,
+        ))
+    }
+
+    /// A sizing warm-up and a measured run of `redis-benchmark` with
+    /// `(clients, pipeline)`, on an emptied stream.
+    fn redis(&self, section: Section, shape: (u32, u32), run: u32) -> Result<Measured> {
+        let (redis, seconds) = (self.redis, self.plan.seconds);
+        let limit = Duration::from_secs(seconds * 3) + RUN_SLACK;
+        redis_clear(redis)?;
+        let warmup = redis_benchmark(redis, shape, REDIS_WARMUP_REQUESTS, BODY, limit)?;
+        let requests = redis_requests_for(warmup.rps, seconds);
+        let before = self.clock.seconds(redis.pid())?;
+        let result = redis_benchmark(redis, shape, requests, BODY, limit)?;
+        let cpu_s = self.clock.seconds(redis.pid())? - before;
+        Ok(Measured::from_redis(section, shape.0, run, result, cpu_s))
+    }
+}
+
+/// The load tool's arguments for a closed loop of 1 KiB messages at
+/// `in_flight` to [`TOPIC`], with `extra` flags; `--duration` comes last.
+fn sluice_load(in_flight: u32, seconds: u64, extra: &[&str]) -> Vec<String> {
+    let mut args = strings(&[
+        "--topic",
+        TOPIC,
+        "--queues",
+        &QUEUES.to_string(),
+        "--in-flight",
+        &in_flight.to_string(),
+        "--connections",
+        &sluice_connections(in_flight).to_string(),
+        "--warmup",
+        "0",
+        "--size",
+        &BODY.to_string(),
+    ]);
+    args.extend(strings(extra));
+    args.extend(strings(&["--duration", &seconds.to_string()]));
+    args
 }
 
 /// Connections of Sluice's load tool by in-flight level, as in `closed`.
@@ -237,263 +385,9 @@ fn sluice_connections(in_flight: u32) -> u32 {
     }
 }
 
-fn run_sluice(
-    setup: &Setup,
-    clock: &CpuClock,
-    broker: &Broker,
-    plan: &Plan,
-    in_flight: u32,
-    run: u32,
-) -> Result<Measured> {
-    let args = |secs: u64| {
-        strings(&[
-            "--in-flight",
-            &in_flight.to_string(),
-            "--connections",
-            &sluice_connections(in_flight).to_string(),
-            "--duration",
-            &secs.to_string(),
-            "--warmup",
-            "0",
-            "--size",
-            &BODY.to_string(),
-        ])
-    };
-    let name = format!("peers-sluice-{in_flight}-{run}");
-    load(setup, broker, &format!("{name}-warmup"), &args(WARMUP_SECS))?;
-    let before = clock.seconds(broker.pid())?;
-    let (_, report) = load(setup, broker, &name, &args(plan.seconds))?;
-    let cpu_s = clock.seconds(broker.pid())? - before;
-    Ok(Measured::from_report("sluice", run, report, cpu_s))
-}
-
-fn run_nats(
-    setup: &Setup,
-    clock: &CpuClock,
-    nats: &PeerServer,
-    plan: &Plan,
-    in_flight: u32,
-    run: u32,
-) -> Result<Measured> {
-    let name = format!("peers-nats-{in_flight}-{run}");
-    nats_publish(
-        setup,
-        nats,
-        &format!("{name}-warmup"),
-        in_flight,
-        0,
-        WARMUP_SECS,
-    )?;
-    let before = clock.seconds(nats.pid())?;
-    let report = nats_publish(setup, nats, &name, in_flight, 0, plan.seconds)?;
-    let cpu_s = clock.seconds(nats.pid())? - before;
-    Ok(Measured::from_report("nats", run, report, cpu_s))
-}
-
-fn run_redis(
-    clock: &CpuClock,
-    redis: &PeerServer,
-    plan: &Plan,
-    in_flight: u32,
-    run: u32,
-) -> Result<Measured> {
-    let limit = Duration::from_secs(plan.seconds * 3) + RUN_SLACK;
-    let warmup = redis_benchmark(redis, in_flight, REDIS_WARMUP_REQUESTS, BODY, limit)?;
-    let requests = redis_requests_for(warmup.rps, plan.seconds);
-    let before = clock.seconds(redis.pid())?;
-    let result = redis_benchmark(redis, in_flight, requests, BODY, limit)?;
-    let cpu_s = clock.seconds(redis.pid())? - before;
-    Ok(Measured::from_redis(in_flight, run, result, cpu_s))
-}
-
-/// The median of `values` (the mean of the middle two for an even count).
-fn median(values: &mut [f64]) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-    }
-}
-
-/// Medians over the runs of each server at each level.
-fn medians(plan: &Plan, rows: &[Measured]) -> Vec<Median> {
-    let mut out = Vec::new();
-    for &in_flight in &plan.in_flight {
-        for server in SERVERS {
-            let of: Vec<&Measured> = rows
-                .iter()
-                .filter(|r| r.server == server && r.in_flight == in_flight)
-                .collect();
-            let pick = |f: fn(&Measured) -> Option<f64>| {
-                median(&mut of.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
-            };
-            if let Some(msgs_per_sec) = pick(|r| Some(r.msgs_per_sec)) {
-                out.push(Median {
-                    server,
-                    in_flight,
-                    msgs_per_sec,
-                    p50_ms: pick(|r| r.p50_ms),
-                    p99_ms: pick(|r| r.p99_ms),
-                    cpu_us_per_msg: pick(|r| r.cpu_us_per_msg),
-                });
-            }
-        }
-    }
-    out
-}
-
-/// Throughput (p50/p99 ms), e.g. `12345 (0.071/0.239)`.
-fn cell(msgs_per_sec: f64, p50: Option<f64>, p99: Option<f64>) -> String {
-    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
-    format!("{msgs_per_sec:.0} ({}/{})", ms(p50), ms(p99))
-}
-
-fn ratio(a: f64, b: f64) -> String {
-    if b > 0.0 {
-        format!("{:.2}", a / b)
-    } else {
-        "-".to_owned()
-    }
-}
-
-/// One line of the table from the three servers' figures (Sluice, NATS,
-/// Redis): `(msgs/s, p50, p99, CPU µs/msg)` each.
-fn table_line(label: &str, in_flight: u32, figures: [Option<Figures>; 3]) -> String {
-    let cells: Vec<String> = figures
-        .iter()
-        .map(|f| f.map_or_else(|| "-".to_owned(), |f| cell(f.0, f.1, f.2)))
-        .collect();
-    let cpu: Vec<String> = figures
-        .iter()
-        .map(|f| {
-            f.and_then(|f| f.3)
-                .map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"))
-        })
-        .collect();
-    let rate = |i: usize| figures[i].map_or(0.0, |f| f.0);
-    format!(
-        "{:>9}  {:<7}{:>24}{:>24}{:>24}{:>22}{:>8}{:>8}\n",
-        in_flight,
-        label,
-        cells[0],
-        cells[1],
-        cells[2],
-        cpu.join("/"),
-        ratio(rate(0), rate(1)),
-        ratio(rate(0), rate(2)),
-    )
-}
-
-/// msgs/s, p50 ms, p99 ms, CPU µs per message.
-type Figures = (f64, Option<f64>, Option<f64>, Option<f64>);
-
-/// The table: per level, a line per run and a median line.
-fn peers_table(plan: &Plan, rows: &[Measured]) -> String {
-    let mut out = format!(
-        "{:>9}  {:<7}{:>24}{:>24}{:>24}{:>22}{:>8}{:>8}\n",
-        "in flight",
-        "run",
-        "Sluice msgs/s (p50/p99)",
-        "NATS msgs/s (p50/p99)",
-        "Redis msgs/s (p50/p99)",
-        "CPU µs/msg S/N/R",
-        "S/N",
-        "S/R"
-    );
-    let medians = medians(plan, rows);
-    for &in_flight in &plan.in_flight {
-        for run in 1..=plan.runs {
-            let figures = SERVERS.map(|server| {
-                rows.iter()
-                    .find(|r| r.server == server && r.in_flight == in_flight && r.run == run)
-                    .map(|r| (r.msgs_per_sec, r.p50_ms, r.p99_ms, r.cpu_us_per_msg))
-            });
-            out.push_str(&table_line(&run.to_string(), in_flight, figures));
-        }
-        let figures = SERVERS.map(|server| {
-            medians
-                .iter()
-                .find(|m| m.server == server && m.in_flight == in_flight)
-                .map(|m| (m.msgs_per_sec, m.p50_ms, m.p99_ms, m.cpu_us_per_msg))
-        });
-        out.push_str(&table_line("median", in_flight, figures));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::runner::sample_report;
-
-    fn plan() -> Plan {
-        Plan {
-            in_flight: vec![1, 16],
-            runs: 2,
-            seconds: 5,
-            build: "release",
-        }
-    }
-
-    fn rows() -> Vec<Measured> {
-        let mut rows = Vec::new();
-        for in_flight in [1, 16] {
-            for run in 1..=2 {
-                let mut report = sample_report(10_000.0 * f64::from(run), 0.1, 0.5, 1.0);
-                report.in_flight = Some(in_flight);
-                rows.push(Measured::from_report("sluice", run, report.clone(), 2.0));
-                report.protocol = "nats".into();
-                rows.push(Measured::from_report("nats", run, report, 1.0));
-                let redis = RedisResult {
-                    requests: 200_000,
-                    rps: 40_000.0,
-                    p50_ms: Some(0.05),
-                    p99_ms: None,
-                    seconds: 5.0,
-                };
-                rows.push(Measured::from_redis(in_flight, run, redis, 1.0));
-            }
-        }
-        rows
-    }
-
-    #[test]
-    fn medians_of_two_runs_are_their_means_and_of_one_the_value() {
-        assert_eq!(median(&mut [3.0, 1.0]), Some(2.0));
-        assert_eq!(median(&mut [5.0, 1.0, 3.0]), Some(3.0));
-        assert_eq!(median(&mut []), None);
-        let m = medians(&plan(), &rows());
-        assert_eq!(m.len(), 6);
-        let sluice = &m[0];
-        assert_eq!((sluice.server, sluice.in_flight), ("sluice", 1));
-        assert_eq!(sluice.msgs_per_sec, 15_000.0);
-        assert_eq!(m[2].p99_ms, None, "Redis printed no p99");
-    }
-
-    #[test]
-    fn cpu_per_message_divides_the_cpu_time_by_the_messages() {
-        let r = &rows()[2];
-        assert_eq!(r.server, "redis");
-        // 1 CPU second over 200,000 messages.
-        assert_eq!(r.cpu_us_per_msg, Some(5.0));
-        assert_eq!(per_msg(1.0, 0), None);
-    }
-
-    #[test]
-    fn the_table_has_a_line_per_run_and_a_median_per_level_with_ratios() {
-        let table = peers_table(&plan(), &rows());
-        let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 1 + 2 * 3, "{table}");
-        assert!(lines[0].contains("Sluice msgs/s"), "{table}");
-        let median: Vec<&str> = lines[3].split_whitespace().collect();
-        assert_eq!(median[..2], ["1", "median"], "{table}");
-        assert_eq!(median[2..4], ["15000", "(0.100/0.500)"], "{table}");
-        assert_eq!(median[6..8], ["40000", "(0.050/-)"], "{table}");
-        // Sluice/NATS 1.00, Sluice/Redis 15000/40000.
-        assert_eq!(median[median.len() - 2..], ["1.00", "0.38"], "{table}");
-    }
 
     #[test]
     fn proc_fields_are_found_by_key() {
@@ -503,5 +397,31 @@ mod tests {
             Some("Some CPU @ 2.00GHz")
         );
         assert_eq!(field_of(text, "MemTotal"), None);
+    }
+
+    #[test]
+    fn the_load_ends_with_its_duration_so_the_warm_up_can_shorten_it() {
+        let args = sluice_load(16, 5, &["--batch", "32"]);
+        assert_eq!(args[args.len() - 2..], ["--duration", "5"]);
+        let at = args
+            .iter()
+            .position(|a| a == "--batch")
+            .map(|i| &args[i + 1]);
+        assert_eq!(at.map(String::as_str), Some("32"));
+        assert!(args.windows(2).any(|w| w == ["--connections", "2"]));
+    }
+
+    #[test]
+    fn every_section_has_a_layout_and_the_quick_plan_is_small() {
+        let options = Options {
+            quick: true,
+            ..Options::default()
+        };
+        let plan = Plan::new(&options);
+        assert_eq!((plan.runs, plan.seconds), (1, 2));
+        let layouts = plan.layouts();
+        let sections: Vec<Section> = layouts.iter().map(|l| l.section).collect();
+        assert_eq!(sections, [Section::Send, Section::Batch, Section::Paths]);
+        assert_eq!(layouts[2].levels, [QUICK_PATHS_IN_FLIGHT]);
     }
 }

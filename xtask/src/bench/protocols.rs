@@ -4,22 +4,18 @@
 //! much the machine drifted), then 1 in flight over both; one table with
 //! the gRPC/remoting ratios, and `protocols.json`.
 
-use std::process::Command;
-
-use anyhow::{bail, Result};
+use anyhow::Result;
 use bench_report::Report;
 use serde::Serialize;
 
 use super::{
-    runner::{
-        load, run_bounded, strings, table_header, table_row, write_json, Broker, Setup, RUN_SLACK,
-    },
+    runner::{create_topic, load, strings, table_header, table_row, write_json, Broker, Setup},
     Options,
 };
 
 /// The topic of the protocol comparison and its queue count.
 const PROTOCOLS_TOPIC: &str = "BenchTopic";
-const PROTOCOLS_QUEUES: &str = "8";
+const PROTOCOLS_QUEUES: u32 = 8;
 
 /// One run of the protocol comparison: a line of the table and an entry of
 /// `runs` in `protocols.json`.
@@ -62,21 +58,7 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
         "broker-protocols",
         &["flushDiskType=ASYNC_FLUSH".to_owned()],
     )?;
-    let mut create = Command::new(&setup.bench);
-    create.args([
-        "create-topic",
-        "--broker",
-        &broker.addr,
-        "--topic",
-        PROTOCOLS_TOPIC,
-        "--queues",
-        PROTOCOLS_QUEUES,
-    ]);
-    let created = run_bounded(create, RUN_SLACK)?;
-    if !created.status.success() {
-        broker.print_tail();
-        bail!("sluice-bench create-topic failed with {}", created.status);
-    }
+    create_topic(setup, &broker, PROTOCOLS_TOPIC, PROTOCOLS_QUEUES)?;
     let plan: [(&'static str, u32); 5] = [
         ("remoting", 64),
         ("grpc", 64),
@@ -101,7 +83,7 @@ pub(super) fn run(setup: &Setup, options: &Options) -> Result<()> {
             "--topic",
             PROTOCOLS_TOPIC,
             "--queues",
-            PROTOCOLS_QUEUES,
+            &PROTOCOLS_QUEUES.to_string(),
             "--in-flight",
             &in_flight.to_string(),
             "--connections",

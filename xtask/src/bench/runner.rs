@@ -101,7 +101,8 @@ impl Setup {
 pub(super) struct Broker {
     proc: Proc,
     pub(super) addr: String,
-    namesrv: String,
+    /// The embedded name server, `127.0.0.1:port`.
+    pub(super) namesrv: String,
     /// The gRPC endpoint (`grpcListenPort`), `127.0.0.1:port`.
     pub(super) grpc: String,
     store: PathBuf,
@@ -176,6 +177,23 @@ impl Broker {
         let _ = self.proc.kill();
         let _ = fs::remove_dir_all(&self.store);
     }
+}
+
+/// Creates `topic` with `queues` queues on `broker` (`sluice-bench
+/// create-topic`), as the gRPC endpoint sends only to existing topics.
+pub(super) fn create_topic(setup: &Setup, broker: &Broker, topic: &str, queues: u32) -> Result<()> {
+    let mut create = Command::new(&setup.bench);
+    create.args(["create-topic", "--broker", &broker.addr, "--topic", topic]);
+    create.args(["--queues", &queues.to_string()]);
+    let created = run_bounded(create, RUN_SLACK)?;
+    if !created.status.success() {
+        broker.print_tail();
+        bail!(
+            "sluice-bench create-topic {topic} failed with {}",
+            created.status
+        );
+    }
+    Ok(())
 }
 
 /// Runs `sluice-bench` with `args` and `--json`, keeps its report in
@@ -335,6 +353,7 @@ pub(super) fn sample_report(ok_per_sec: f64, p50: f64, p99: f64, p999: f64) -> R
         body_bytes: 1024,
         delay_level: None,
         timer_delay_ms: None,
+        batch: None,
         hint_waits: 0,
         refused_after_hint: 0,
         warmup_s: 1.0,
