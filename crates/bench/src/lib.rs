@@ -29,6 +29,9 @@
 //!   chart (`sluice-bench overload-report`, run by `cargo xtask bench`).
 //! - [`nats`]: JetStream publishes to a NATS server (`sluice-bench
 //!   nats-publish`), for the comparison with NATS (`cargo xtask bench peers`).
+//! - [`drain`]: how fast a backlog filled beforehand drains (`sluice-bench
+//!   drain`), for Sluice's push consumer and, in [`drain_nats`], a NATS
+//!   JetStream pull consumer.
 //! - [`schedule`]: the open loop's fixed send times.
 //! - [`outcome`]: response codes and busy remarks (`[TAG]`, period in queue).
 //! - [`report`]: HDR histograms, counters, the table and the JSON.
@@ -47,6 +50,8 @@ pub mod args;
 pub mod chart;
 pub mod config;
 pub mod consume;
+pub mod drain;
+pub mod drain_nats;
 pub mod grpc;
 pub mod grpc_consume;
 pub mod nats;

@@ -32,6 +32,17 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some(Command::OverloadReport(o)) => overload_report(&o),
+        Some(Command::Drain(d)) => {
+            let config = d.to_config()?;
+            for report in runtime()?.block_on(bench::drain::drain(&config))? {
+                if d.json {
+                    println!("{}", report.to_json()?);
+                } else {
+                    println!("{report}");
+                }
+            }
+            Ok(())
+        }
         Some(Command::NatsPublish(n)) => {
             let config = n.to_config()?;
             let report = runtime()?.block_on(bench::nats::publish(&config))?;
