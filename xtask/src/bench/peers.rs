@@ -118,7 +118,9 @@ impl Plan {
             Layout {
                 section: Section::Batch,
                 title: format!(
-                    "batches: Sluice SEND_BATCH_MESSAGE of {} x 1 KiB ({} batches in flight,                      latency per batch); Redis XADD {}-deep pipelines on {} connections                      (latency per XADD); NATS not run",
+                    "batches: Sluice SEND_BATCH_MESSAGE of {} x 1 KiB ({} batches in flight, \
+                     latency per batch); Redis XADD {}-deep pipelines on {} connections \
+                     (latency per XADD); NATS not run",
                     self.batch, self.batch_in_flight, self.redis_pipeline, self.batch_in_flight
                 ),
                 levels: vec![self.batch_in_flight],
@@ -129,7 +131,8 @@ impl Plan {
             },
             Layout {
                 section: Section::Paths,
-                title: "Sluice's paths: remoting ASYNC_FLUSH, remoting SYNC_FLUSH (a second                         broker), gRPC SendMessage"
+                title: "Sluice's paths: remoting ASYNC_FLUSH, remoting SYNC_FLUSH (a second \
+                        broker), gRPC SendMessage"
                     .into(),
                 levels: vec![self.paths_in_flight],
                 servers: ["async", "sync", "grpc"],
