@@ -134,6 +134,8 @@ async fn a_deleted_topic_loses_config_offsets_and_queues_and_starts_again_at_zer
     }
     send(&b, TOPIC, 1, "old-q1").await;
     // Both queues indexed before the deletion.
+    b.until_dispatched(TOPIC, 0, 3).await;
+    b.until_dispatched(TOPIC, 1, 1).await;
     assert_eq!(pulled(&pull_waiting(&b, TOPIC, 0, 2).await).len(), 1);
     assert_eq!(pulled(&pull_waiting(&b, TOPIC, 1, 0).await).len(), 1);
     commit(&b, TOPIC, 0, 2).await;
@@ -243,6 +245,7 @@ async fn an_auto_created_topic_after_a_deletion_starts_at_zero() {
     for i in 0..4 {
         send(&b, "AutoDel", 0, &format!("old-{i}")).await;
     }
+    b.until_dispatched("AutoDel", 0, 4).await;
     assert_eq!(pulled(&pull_waiting(&b, "AutoDel", 0, 3).await).len(), 1);
     assert_eq!(
         delete(&b, "AutoDel").await.response_code(),
