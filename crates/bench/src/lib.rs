@@ -31,7 +31,7 @@
 //!   nats-publish`), for the comparison with NATS (`cargo xtask bench peers`).
 //! - [`drain`]: how fast a backlog filled beforehand drains (`sluice-bench
 //!   drain`), for Sluice's push consumer and, in [`drain_nats`], a NATS
-//!   JetStream pull consumer.
+//!   JetStream pull consumer; [`drain_args`] holds its flags.
 //! - [`schedule`]: the open loop's fixed send times.
 //! - [`outcome`]: response codes and busy remarks (`[TAG]`, period in queue).
 //! - [`report`]: HDR histograms, counters, the table and the JSON.
@@ -51,6 +51,7 @@ pub mod chart;
 pub mod config;
 pub mod consume;
 pub mod drain;
+pub mod drain_args;
 pub mod drain_nats;
 pub mod grpc;
 pub mod grpc_consume;
