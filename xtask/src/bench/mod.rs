@@ -33,9 +33,11 @@
 //!   p50/p99 and each server's CPU time per message from
 //!   `/proc/<pid>/stat`; then batches (Sluice `SEND_BATCH_MESSAGE` against
 //!   Redis's pipelined `XADD`), Sluice's own paths (`ASYNC_FLUSH`,
-//!   `SYNC_FLUSH`, gRPC) at one level; a table per part with the ratios, and `peers.json` (see `peers.rs`; `peers_table.rs` holds the
-//!   figures and tables, `peer_servers.rs` runs the NATS and Redis
-//!   processes and tools).
+//!   `SYNC_FLUSH`, gRPC) at one level, and a backlog drained by Sluice's
+//!   push consumer and a NATS JetStream pull consumer; a table per part
+//!   with the ratios, and `peers.json` (see `peers.rs`; `peers_table.rs`
+//!   holds the figures and tables, `peer_servers.rs` runs the NATS and
+//!   Redis processes and tools, `peers_drain.rs` the drains).
 //!
 //! Each broker runs with its embedded name server (and its gRPC endpoint)
 //! on free loopback ports,
@@ -51,6 +53,7 @@ mod closed;
 mod overload;
 mod peer_servers;
 mod peers;
+mod peers_drain;
 mod peers_table;
 mod protocols;
 mod quota;
@@ -84,12 +87,15 @@ const USAGE: &str =
            beside N pending half messages (default 1000000; quick 20000)
            with checks off and on
   peers    [--quick] [--out DIR] [--runs N] [--in-flight 1,16,64] [--seconds S]
+           [--backlog N]
            Sluice (ASYNC_FLUSH) beside NATS JetStream (nats-server -js, file
            storage) and Redis Streams (redis-server, AOF everysec): closed-loop
            1 KiB appends at each in-flight level, the three in turn per run;
            batches of 32 (Sluice SEND_BATCH_MESSAGE, Redis 16-deep pipelines)
            at 16 in flight; Sluice ASYNC_FLUSH, SYNC_FLUSH and gRPC at 64 in
-           flight. msgs/s, p50/p99 and server CPU µs per message, peers.json
+           flight; a backlog of N messages (default 1000000, quick 20000)
+           drained by Sluice's push consumer and a NATS pull consumer.
+           msgs/s, p50/p99 and server CPU µs per message, peers.json
            (default 2 runs of 5 s; quick: 1 run of 2 s, appends at 1 and 16
            in flight, paths at 16; needs nats-server, redis-server and
            redis-benchmark: .ci/install.sh)
@@ -124,6 +130,8 @@ struct Options {
     in_flight: Option<Vec<u32>>,
     /// Recorded seconds of each run of the peers experiment.
     seconds: Option<u64>,
+    /// Messages of each drain backlog of the peers experiment.
+    backlog: Option<u64>,
 }
 
 impl Default for Options {
@@ -138,6 +146,7 @@ impl Default for Options {
             runs: None,
             in_flight: None,
             seconds: None,
+            backlog: None,
         }
     }
 }
@@ -237,6 +246,11 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
                 let ok = |n| (1..=3600).contains(&n);
                 options.seconds = Some(number("--seconds", &v, ok, "1 to 3600")?);
             }
+            "--backlog" => {
+                let v = value("--backlog")?;
+                let ok = |n| (1..=100_000_000).contains(&n);
+                options.backlog = Some(number("--backlog", &v, ok, "1 to 100000000")?);
+            }
             "--in-flight" => {
                 let v = value("--in-flight")?;
                 options.in_flight = Some(parse_levels(&v).with_context(|| {
@@ -288,6 +302,7 @@ mod tests {
         assert!(main(root, &strings(&["peers", "--runs", "0"])).is_err());
         assert!(main(root, &strings(&["peers", "--seconds", "x"])).is_err());
         assert!(main(root, &strings(&["peers", "--in-flight", "1,,16"])).is_err());
+        assert!(main(root, &strings(&["peers", "--backlog", "0"])).is_err());
     }
 
     #[test]

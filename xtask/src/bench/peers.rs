@@ -23,6 +23,7 @@ use super::{
     peer_servers::{
         nats_publish, redis_benchmark, redis_clear, redis_requests_for, CpuClock, PeerServer,
     },
+    peers_drain::DrainServers,
     peers_table::{medians, section_table, Layout, Measured, Median, Section},
     runner::{create_topic, load, strings, write_json, Broker, Setup, RUN_SLACK},
     Options,
@@ -41,6 +42,9 @@ const WARMUP_SECS: u64 = 1;
 /// XADDs of the Redis warm-up run, which also measures the rate that sizes
 /// the measured run.
 const REDIS_WARMUP_REQUESTS: u64 = 10_000;
+/// Messages per NATS pull request of the drain (`sluice-bench drain`'s
+/// default).
+const NATS_PULL_BATCH: u32 = 1000;
 /// Body size of every message.
 const BODY: usize = 1024;
 /// The topic of Sluice's appends, and its queues.
@@ -55,6 +59,9 @@ const REDIS_PIPELINE: u32 = 16;
 /// The level of the paths section, by default and with `--quick`.
 const PATHS_IN_FLIGHT: u32 = 64;
 const QUICK_PATHS_IN_FLIGHT: u32 = 16;
+/// Messages of each drain backlog, by default and with `--quick`.
+const BACKLOG: u64 = 1_000_000;
+const QUICK_BACKLOG: u64 = 20_000;
 
 /// What the experiment does.
 #[derive(Debug, Clone, Serialize)]
@@ -67,6 +74,7 @@ struct Plan {
     batch_in_flight: u32,
     redis_pipeline: u32,
     paths_in_flight: u32,
+    backlog: u64,
 }
 
 impl Plan {
@@ -93,6 +101,9 @@ impl Plan {
             } else {
                 PATHS_IN_FLIGHT
             },
+            backlog: options
+                .backlog
+                .unwrap_or(if quick { QUICK_BACKLOG } else { BACKLOG }),
         }
     }
 
@@ -143,6 +154,21 @@ impl Plan {
                 ],
                 cpu_head: "CPU µs/msg A/S/G",
                 ratios: [(1, 0, "S/A"), (2, 0, "G/A")],
+            },
+            Layout {
+                section: Section::Drain,
+                title: format!(
+                    "drain: a backlog of {} x 1 KiB read from the beginning (filled first, not \
+                     measured): Sluice's push consumer (its defaults), NATS JetStream's pull \
+                     consumer ({} per pull, no acks); msgs/s of the read, server CPU during it; \
+                     Redis not run",
+                    self.backlog, NATS_PULL_BATCH
+                ),
+                levels: vec![0],
+                servers: peers,
+                heads,
+                cpu_head: "CPU µs/msg S/N/R",
+                ratios: vs_peers,
             },
         ]
     }
@@ -271,6 +297,17 @@ impl Servers<'_> {
         let paths = self.paths(&sync, &mut rows);
         sync.stop();
         paths?;
+        let drain = DrainServers {
+            setup: self.setup,
+            clock: self.clock,
+            sluice: self.sluice,
+            nats: self.nats,
+            backlog: plan.backlog,
+        };
+        for run in 1..=plan.runs {
+            rows.push(drain.sluice(run)?);
+            rows.push(drain.nats(run)?);
+        }
         Ok(rows)
     }
 
@@ -424,7 +461,16 @@ mod tests {
         assert_eq!((plan.runs, plan.seconds), (1, 2));
         let layouts = plan.layouts();
         let sections: Vec<Section> = layouts.iter().map(|l| l.section).collect();
-        assert_eq!(sections, [Section::Send, Section::Batch, Section::Paths]);
+        assert_eq!(
+            sections,
+            [
+                Section::Send,
+                Section::Batch,
+                Section::Paths,
+                Section::Drain
+            ]
+        );
         assert_eq!(layouts[2].levels, [QUICK_PATHS_IN_FLIGHT]);
+        assert_eq!(plan.backlog, QUICK_BACKLOG);
     }
 }

@@ -18,6 +18,9 @@ pub(super) enum Section {
     /// Sluice's own paths at one level: remoting `ASYNC_FLUSH`, remoting
     /// `SYNC_FLUSH` (a second broker) and gRPC `SendMessage`.
     Paths,
+    /// A backlog read from the beginning: Sluice's push consumer against a
+    /// NATS JetStream pull consumer.
+    Drain,
 }
 
 /// One measured run of one server: a cell of a table and an entry of
