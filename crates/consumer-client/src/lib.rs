@@ -79,6 +79,7 @@
 mod allocate;
 mod api;
 mod config;
+mod consume_pool;
 mod error;
 mod handler;
 mod local_offsets;

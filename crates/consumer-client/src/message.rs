@@ -63,14 +63,11 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
             Record::Blank | Record::End => return Err(bad("end marker inside a pull body")),
             Record::Invalid(reason) => return Err(bad(reason)),
         };
-        let props = Properties::decode(msg.properties);
-        let properties: BTreeMap<String, String> = props
-            .iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
-        let msg_id = props
+        let properties: BTreeMap<String, String> =
+            Properties::decode(msg.properties).into_iter().collect();
+        let msg_id = properties
             .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            .map(str::to_owned)
+            .cloned()
             .unwrap_or_else(|| MessageId::new(msg.store_host, msg.physical_offset).encode());
         out.push(MessageExt {
             topic: msg.topic.to_owned(),
@@ -83,8 +80,8 @@ pub(crate) fn decode_records(addr: &str, body: &Bytes) -> Result<Vec<MessageExt>
                 MAX_INFLATED_BODY_BYTES,
             )
             .map_err(|e| bad(&format!("compressed body cannot be decompressed: {e}")))?,
-            tags: props.get(keys::TAGS).map(str::to_owned),
-            keys: props
+            tags: properties.get(keys::TAGS).cloned(),
+            keys: properties
                 .get(keys::KEYS)
                 .map(|k| {
                     k.split(' ')

@@ -24,6 +24,7 @@ use tokio::{
 use crate::{
     allocate::allocate_averagely,
     api::Api,
+    consume_pool::BatchQueue,
     handler::MessageHandler,
     local_offsets::LocalOffsets,
     orderly::{self, OrderlyQueue},
@@ -68,6 +69,8 @@ pub(crate) struct Inner {
     /// Woken by a broker's `NOTIFY_CONSUMER_IDS_CHANGED`: rebalance now.
     rebalance_now: Arc<Notify>,
     pub(crate) pool: Arc<Semaphore>,
+    /// Batches waiting for a handler call, and the workers that make them.
+    pub(crate) batches: BatchQueue,
     pub(crate) stop: CancellationToken,
     /// Cleared by the first `shutdown`.
     running: AtomicBool,
@@ -177,6 +180,7 @@ impl PushConsumer {
             offset_sends: tokio::sync::Mutex::new(()),
             counters: Counters::default(),
             pool: Arc::new(Semaphore::new(config.consume_thread_max)),
+            batches: BatchQueue::default(),
             stop: CancellationToken::new(),
             running: AtomicBool::new(true),
             config,
@@ -307,8 +311,12 @@ impl Inner {
         if pq.is_dropped() {
             return;
         }
-        let e = offsets.entry(mq.clone()).or_insert(offset);
-        *e = (*e).max(offset);
+        match offsets.get_mut(mq) {
+            Some(e) => *e = (*e).max(offset),
+            None => {
+                offsets.insert(mq.clone(), offset);
+            }
+        }
     }
 
     /// Sends a failed message back to the broker of its queue, to come

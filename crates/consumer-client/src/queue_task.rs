@@ -1,5 +1,6 @@
-//! One owned queue: the pull loop with consumer-side flow control, and the
-//! handler calls it starts.
+//! One owned queue: the pull loop with consumer-side flow control, which
+//! hands what it pulls to the consumer's handler pool (or, when orderly, to
+//! the queue's own consume task).
 
 use std::sync::Arc;
 
@@ -8,7 +9,8 @@ use remoting_net::CancellationToken;
 
 use crate::{
     api::PullSpec,
-    handler::{ConsumeStatus, MessageHandler},
+    consume_pool::{self, QueueRef},
+    handler::MessageHandler,
     orderly::OrderlyQueue,
     process_queue::ProcessQueue,
     push::Inner,
@@ -42,6 +44,10 @@ pub(crate) async fn run<H: MessageHandler>(
         .subscription(&mq.topic)
         .unwrap_or_else(|| "*".to_owned());
     let mut paused_logged = 0u64;
+    let queue = Arc::new(QueueRef {
+        mq: mq.clone(),
+        pq: Arc::clone(&pq),
+    });
     loop {
         if stop.is_cancelled() {
             return;
@@ -105,7 +111,7 @@ pub(crate) async fn run<H: MessageHandler>(
                     pq.put(&messages);
                     match &orderly {
                         Some(oq) => oq.put(&messages),
-                        None => dispatch(&inner, &handler, &mq, &pq, messages),
+                        None => consume_pool::submit(&inner, &handler, &queue, messages),
                     }
                 }
                 PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => offset = r.next_begin_offset,
@@ -144,107 +150,6 @@ async fn start_offset(inner: &Inner, mq: &MessageQueue) -> Result<u64, ConsumerE
     }
     let last = inner.config.consume_from_where == ConsumeFromWhere::LastOffset;
     inner.api.queue_offset(mq, last).await
-}
-
-/// Starts one handler call per batch; each waits for a pool permit.
-fn dispatch<H: MessageHandler>(
-    inner: &Arc<Inner>,
-    handler: &Arc<H>,
-    mq: &MessageQueue,
-    pq: &Arc<ProcessQueue>,
-    mut messages: Vec<MessageExt>,
-) {
-    let size = inner.config.consume_message_batch_max_size;
-    while !messages.is_empty() {
-        let rest = messages.split_off(size.min(messages.len()));
-        let batch = std::mem::replace(&mut messages, rest);
-        // Not joined: the pool semaphore bounds them, and shutdown waits for
-        // the running ones by taking every permit.
-        tokio::spawn(consume(
-            Arc::clone(inner),
-            Arc::clone(handler),
-            mq.clone(),
-            Arc::clone(pq),
-            batch,
-        ));
-    }
-}
-
-/// Calls the handler; a batch it fails is sent back to the broker (to come
-/// back later through the group's retry topic), and what cannot be sent
-/// back is handed to the handler again here after `retryBackoff`. Commits
-/// what is safe.
-async fn consume<H: MessageHandler>(
-    inner: Arc<Inner>,
-    handler: Arc<H>,
-    mq: MessageQueue,
-    pq: Arc<ProcessQueue>,
-    mut batch: Vec<MessageExt>,
-) {
-    loop {
-        let Ok(permit) = inner.pool.acquire().await else {
-            return;
-        };
-        if pq.is_dropped() || inner.is_stopping() {
-            // Not handled and not committed: the queue's next owner (or this
-            // consumer after a restart) gets these messages again.
-            return;
-        }
-        let status = handler.consume(&batch).await;
-        drop(permit);
-        let done: Vec<u64> = match status {
-            ConsumeStatus::Success => {
-                Counters::add(&inner.counters.consumed, batch.len());
-                let done = batch.iter().map(|m| m.queue_offset).collect();
-                batch.clear();
-                done
-            }
-            ConsumeStatus::RetryLater => {
-                Counters::add(&inner.counters.retried, batch.len());
-                let mut sent = Vec::new();
-                let mut dropped = Vec::new();
-                let mut kept = Vec::new();
-                for mut m in batch {
-                    if inner.is_broadcasting() {
-                        // No retry topic: retried here, then dropped.
-                        if m.reconsume_times >= inner.config.effective_max_reconsume_times() {
-                            tracing::warn!(queue = %mq, offset = m.queue_offset, msg_id = %m.msg_id, reconsume_times = m.reconsume_times, "broadcast message failed too often; dropped");
-                            dropped.push(m.queue_offset);
-                        } else {
-                            m.reconsume_times += 1;
-                            kept.push(m);
-                        }
-                        continue;
-                    }
-                    match inner.send_back(&mq, &m).await {
-                        Ok(()) => sent.push(m.queue_offset),
-                        Err(e) => {
-                            tracing::warn!(queue = %mq, offset = m.queue_offset, cause = %e, "cannot send a failed message back; retrying it here");
-                            m.reconsume_times += 1;
-                            kept.push(m);
-                        }
-                    }
-                }
-                Counters::add(&inner.counters.sent_back, sent.len());
-                Counters::add(&inner.counters.dropped, dropped.len());
-                batch = kept;
-                sent.extend(dropped);
-                sent
-            }
-        };
-        if !done.is_empty() {
-            if let Some(commit) = pq.remove(done) {
-                inner.commit_if_owned(&mq, &pq, commit);
-            }
-        }
-        if batch.is_empty() {
-            return;
-        }
-        tokio::select! {
-            () = inner.stop.cancelled() => return,
-            () = tokio::time::sleep(inner.config.retry_backoff) => {}
-        }
-    }
 }
 
 /// Messages pulled from the group's retry topic are handed over under the

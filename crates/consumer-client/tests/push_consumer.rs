@@ -6,11 +6,15 @@ mod common;
 
 use std::{
     collections::{BTreeSet, HashMap},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
     time::{Duration, Instant},
 };
 
 use common::{wait_for, Recorder};
-use consumer_client::{ConsumerConfig, PushConsumer};
+use consumer_client::{ConsumeStatus, ConsumerConfig, PushConsumer};
 use producer_client::Message;
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
@@ -234,5 +238,73 @@ async fn a_member_joining_is_announced_by_the_broker_and_the_group_rebalances_at
     // The leaver's unregistration is announced too.
     wait_for(Duration::from_secs(10), || async { owned(&a) == 8 }).await;
     a.shutdown().await;
+    b.broker.shutdown().await;
+}
+
+/// A handler that records how many of its calls run at once and how big
+/// each batch is; its first `gate` calls wait until that many run together.
+#[derive(Clone)]
+struct Gauge {
+    running: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    calls: Arc<AtomicUsize>,
+    largest_batch: Arc<AtomicUsize>,
+    handled: Arc<AtomicUsize>,
+    gate: usize,
+    together: Arc<tokio::sync::Barrier>,
+}
+
+impl consumer_client::MessageHandler for Gauge {
+    async fn consume(&self, messages: &[consumer_client::MessageExt]) -> ConsumeStatus {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        self.largest_batch
+            .fetch_max(messages.len(), Ordering::SeqCst);
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.gate {
+            self.together.wait().await;
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.handled.fetch_add(messages.len(), Ordering::SeqCst);
+        ConsumeStatus::Success
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn handler_calls_run_up_to_consume_thread_max_at_once_with_batches_of_at_most_the_batch_size()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::TestBroker::start(dir.path()).await;
+    b.create_topic("PoolT", 1).await;
+    for i in 0..40 {
+        send_to_queue(&b.addr, "PoolT", 0, &format!("pool-{i}")).await;
+    }
+    let threads = 3;
+    let gauge = Gauge {
+        running: Arc::default(),
+        most: Arc::default(),
+        calls: Arc::default(),
+        largest_batch: Arc::default(),
+        handled: Arc::default(),
+        // The first three calls pass only together: the test hangs (and
+        // fails at its limit) unless three run at once.
+        gate: threads,
+        together: Arc::new(tokio::sync::Barrier::new(threads)),
+    };
+    let config = ConsumerConfig {
+        consume_thread_max: threads,
+        consume_message_batch_max_size: 4,
+        ..b.consumer_config("PoolG")
+    };
+    let c = PushConsumer::start(config.subscribe("PoolT", "*"), gauge.clone())
+        .await
+        .unwrap();
+    wait_for(Duration::from_secs(20), || async {
+        gauge.handled.load(Ordering::SeqCst) >= 40 && c.stats().consumed >= 40
+    })
+    .await;
+    assert_eq!(gauge.most.load(Ordering::SeqCst), threads);
+    assert_eq!(gauge.largest_batch.load(Ordering::SeqCst), 4);
+    assert_eq!(c.stats().consumed, 40);
+    c.shutdown().await;
     b.broker.shutdown().await;
 }

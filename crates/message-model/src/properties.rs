@@ -248,6 +248,16 @@ impl Properties {
     }
 }
 
+/// The entries, names and values moved out, in insertion order.
+impl IntoIterator for Properties {
+    type Item = (String, String);
+    type IntoIter = std::vec::IntoIter<(String, String)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
+    }
+}
+
 /// The value of property `name` in an encoded property string, borrowed from
 /// it: the same as `Properties::decode(encoded).get(name)` for every input
 /// (the last entry of a repeated name wins, malformed segments are skipped),
