@@ -3,10 +3,11 @@
 //! IndexFiles, and tells the arrival listener which queues grew.
 
 use std::{
+    cell::Cell,
     collections::HashMap,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc, MutexGuard, PoisonError, RwLock, TryLockError,
+        Arc, MutexGuard, PoisonError, RwLock,
     },
     time::Duration,
 };
@@ -85,6 +86,27 @@ impl std::fmt::Debug for ArrivalSlot {
     }
 }
 
+thread_local! {
+    /// Whether this thread runs a dispatch pass (and so holds the dispatch
+    /// lock).
+    static IN_PASS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as in a pass until dropped.
+struct InPass(bool);
+
+impl InPass {
+    fn enter() -> Self {
+        Self(IN_PASS.with(|p| p.replace(true)))
+    }
+}
+
+impl Drop for InPass {
+    fn drop(&mut self) {
+        IN_PASS.with(|p| p.set(self.0));
+    }
+}
+
 impl Inner {
     /// Indexes every readable record after `reput_from`. Returns whether
     /// anything was indexed.
@@ -98,22 +120,26 @@ impl Inner {
 
     /// Indexes, on the caller's thread, what the dispatch thread has not
     /// indexed yet, so that a read that follows an acknowledged append sees
-    /// it. Does nothing when nothing is left or a pass (or a topic
-    /// deletion) holds the dispatch lock.
+    /// it: waits for a pass (or a topic deletion) that holds the dispatch
+    /// lock, then indexes what is still left. Does nothing when nothing is
+    /// left, or when called from inside a pass (the arrival listener's
+    /// reads), which would otherwise wait for itself.
     pub(crate) fn catch_up(&self) {
-        if self.reput_from.load(Ordering::Acquire) >= self.commit_log.readable_end() {
+        if IN_PASS.with(Cell::get)
+            || self.reput_from.load(Ordering::Acquire) >= self.commit_log.readable_end()
+        {
             return;
         }
-        let pass = match self.dispatch_lock.try_lock() {
-            Ok(pass) => pass,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
-        };
+        let pass = self
+            .dispatch_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.dispatch_pass(&pass);
     }
 
     /// One dispatch pass; `_pass` is the held dispatch lock.
     fn dispatch_pass(&self, _pass: &MutexGuard<'_, ()>) -> bool {
+        let _in_pass = InPass::enter();
         // Fences change only under the dispatch lock: fixed for this pass.
         let fences = self
             .fences

@@ -66,6 +66,35 @@ fn appended_messages_read_back_in_queue_order_across_files() {
     );
 }
 
+/// Whatever thread appends, and whatever dispatch pass runs meanwhile (the
+/// dispatch thread's, or another reader's), an acknowledged message is
+/// readable at the very next read: reads index what is pending first,
+/// waiting for a pass that is under way.
+#[test]
+fn every_acknowledged_message_is_readable_at_the_next_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    std::thread::scope(|s| {
+        for q in 0..4 {
+            let store = &store;
+            s.spawn(move || {
+                for i in 0..500u64 {
+                    let out = store.put_message(&message("RAW", q, i, 100)).unwrap();
+                    assert_eq!(out.append.queue_offset, i as i64);
+                    assert_eq!(
+                        store.max_offset_in_queue("RAW", q),
+                        i as i64 + 1,
+                        "queue {q}"
+                    );
+                    let got = store.get_messages("RAW", q, i as i64, 1, 1 << 20, None);
+                    assert_eq!(got.status, GetStatus::Found, "queue {q} offset {i}");
+                    assert_eq!(record_body(&got.messages[0]), common::body(i, 100).to_vec());
+                }
+            });
+        }
+    });
+}
+
 #[test]
 fn tag_filter_and_byte_limit_apply() {
     let dir = tempfile::tempdir().unwrap();
