@@ -225,7 +225,13 @@ async fn crash_cycles(env: &E2eEnv, flush: &str, cycles: usize) {
         while acks.lock().unwrap().len() <= acked_before && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        offsets_consumer.fetch_queues(&topic).await.unwrap();
+        // The topic was made by the first send; the broker tells the name
+        // server of it right after, not before the acknowledgement.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Err(e) = offsets_consumer.fetch_queues(&topic).await {
+            assert!(Instant::now() < deadline, "no route for {topic}: {e}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let committed = commit_frontier(&offsets_consumer, &topic, &acks, &commits)
             .await
             .unwrap();
