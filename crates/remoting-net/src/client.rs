@@ -10,12 +10,16 @@ use std::{
 use remoting_protocol::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
 use thiserror::Error;
 use tokio::{
+    io::{AsyncRead, AsyncWrite},
     net::TcpStream,
     sync::{mpsc, oneshot},
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::io::{read_frames, write_frames, ReadEnd};
+use crate::{
+    io::{read_frames, write_frames, ReadEnd},
+    tls::ClientTls,
+};
 
 /// Why a request got no response.
 #[derive(Debug, Error)]
@@ -58,6 +62,8 @@ pub struct ClientOptions {
     /// Serves requests a server sends to this client (such as a broker's
     /// `NOTIFY_CONSUMER_IDS_CHANGED`); without one they are ignored.
     pub on_request: Option<ServerRequests>,
+    /// TLS for every connection (RocketMQ's `useTLS`); `None`: plain.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -66,6 +72,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(3),
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             on_request: None,
+            tls: None,
         }
     }
 }
@@ -104,24 +111,44 @@ impl ClientConnection {
     /// # Errors
     /// [`ClientError::Connect`] when the connection fails or takes too long.
     pub async fn connect(addr: &str, options: &ClientOptions) -> Result<Arc<Self>, ClientError> {
-        let connect = tokio::time::timeout(options.connect_timeout, TcpStream::connect(addr));
-        let stream = match connect.await {
-            Ok(Ok(s)) => s,
-            Ok(Err(source)) => {
-                return Err(ClientError::Connect {
-                    addr: addr.to_owned(),
-                    source,
-                })
-            }
-            Err(_) => {
-                return Err(ClientError::Connect {
-                    addr: addr.to_owned(),
-                    source: std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
-                })
-            }
+        let failed = |source| ClientError::Connect {
+            addr: addr.to_owned(),
+            source,
         };
+        let timed_out = || {
+            failed(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connect timed out",
+            ))
+        };
+        let deadline = tokio::time::Instant::now() + options.connect_timeout;
+        let stream = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(failed)?;
         let _ = stream.set_nodelay(true);
-        let (reader, writer) = stream.into_split();
+        match &options.tls {
+            None => {
+                let (reader, writer) = stream.into_split();
+                Ok(Self::start(addr, reader, writer, options))
+            }
+            Some(tls) => {
+                let session = tokio::time::timeout_at(deadline, tls.connect(addr, stream))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(failed)?;
+                let (reader, writer) = tokio::io::split(session);
+                Ok(Self::start(addr, reader, writer, options))
+            }
+        }
+    }
+
+    /// Starts the reader and writer tasks of a connection made to `addr`.
+    fn start<R, W>(addr: &str, reader: R, writer: W, options: &ClientOptions) -> Arc<Self>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (tx, rx) = mpsc::unbounded_channel();
         let pending: Pending = Arc::default();
         let cancel = CancellationToken::new();
@@ -181,7 +208,7 @@ impl ClientConnection {
                 .unwrap_or_else(PoisonError::into_inner)
                 .clear();
         });
-        Ok(conn)
+        conn
     }
 
     /// Sends a request and waits for its response.

@@ -1,4 +1,5 @@
-//! Async transport for the RocketMQ remoting protocol over TCP.
+//! Async transport for the RocketMQ remoting protocol over TCP, plain or
+//! TLS.
 //!
 //! - [`server::serve`] accepts connections (up to a limit), runs one reader
 //!   task and one writer task per connection, and hands every request to a
@@ -6,6 +7,9 @@
 //!   callable from any thread.
 //! - [`client::RemotingClient`] keeps one multiplexed connection per address
 //!   and matches responses to requests by `opaque`.
+//! - [`tls`]: a server port's TLS mode (disabled, permissive or enforcing,
+//!   told apart by each connection's first byte) and certificate, and a
+//!   client's trust.
 //!
 //! # Invariants worth naming
 //! - A malformed frame closes that connection only, with a log line naming
@@ -18,7 +22,9 @@
 pub mod client;
 mod io;
 pub mod server;
+pub mod tls;
 
 pub use client::{ClientError, ClientOptions, RemotingClient, ServeServerRequest, ServerRequests};
 pub use server::{serve, Connection, ConnectionLimits, ConnectionPermit, Handler, ServerOptions};
+pub use tls::{ClientTls, ServerTls, TlsError, TlsMode};
 pub use tokio_util::sync::CancellationToken;

@@ -13,12 +13,16 @@ use std::{
 
 use remoting_protocol::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
 use tokio::{
+    io::{AsyncRead, AsyncWrite},
     net::{TcpListener, TcpStream},
     sync::{mpsc, OwnedSemaphorePermit, Semaphore},
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::io::{read_frames, write_frames, ReadEnd, WriteBudget};
+use crate::{
+    io::{read_frames, write_frames, ReadEnd, WriteBudget},
+    tls::{negotiate, Accepted, ServerTls},
+};
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
@@ -39,6 +43,12 @@ pub struct ServerOptions {
     /// Close a connection when a write to it makes no progress for this
     /// long (the peer does not read).
     pub write_timeout: Option<Duration>,
+    /// TLS on this port: its mode and certificate. Without it every
+    /// connection is plain, as with [`TlsMode::Disabled`](crate::TlsMode).
+    pub tls: Option<Arc<ServerTls>>,
+    /// With `tls`: how long a new connection may take to send its first
+    /// byte, and then to finish its TLS handshake.
+    pub handshake_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -50,6 +60,8 @@ impl Default for ServerOptions {
             idle_timeout: Some(Duration::from_secs(120)),
             write_queue_bytes: 64 * 1024 * 1024,
             write_timeout: Some(Duration::from_secs(30)),
+            tls: None,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -144,7 +156,26 @@ pub async fn serve<H: Handler>(
         let options = options.clone();
         let cancel = shutdown.child_token();
         tokio::spawn(async move {
-            run_connection(stream, peer, handler, options, cancel).await;
+            let _ = stream.set_nodelay(true);
+            match options.tls.clone() {
+                None => {
+                    let (reader, writer) = stream.into_split();
+                    run_connection(reader, writer, peer, handler, options, cancel).await;
+                }
+                Some(tls) => match negotiate(&tls, stream, options.handshake_timeout).await {
+                    Ok(Accepted::Plain(stream)) => {
+                        let (reader, writer) = stream.into_split();
+                        run_connection(reader, writer, peer, handler, options, cancel).await;
+                    }
+                    Ok(Accepted::Tls(session)) => {
+                        let (reader, writer) = tokio::io::split(*session);
+                        run_connection(reader, writer, peer, handler, options, cancel).await;
+                    }
+                    Err(refused) => tracing::info!(
+                        %peer, tls_mode = %tls.mode(), cause = %refused, "connection closed"
+                    ),
+                },
+            }
             drop(permit);
         });
     }
@@ -265,15 +296,18 @@ impl Drop for AddressSlot {
 }
 
 #[tracing::instrument(skip_all, fields(peer = %peer))]
-async fn run_connection<H: Handler>(
-    stream: TcpStream,
+async fn run_connection<H, R, W>(
+    reader: R,
+    writer: W,
     peer: SocketAddr,
     handler: Arc<H>,
     options: ServerOptions,
     cancel: CancellationToken,
-) {
-    let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.into_split();
+) where
+    H: Handler,
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = mpsc::unbounded_channel();
     let budget = Arc::new(WriteBudget::new(options.write_queue_bytes.max(1)));
     let conn = Arc::new(Connection {

@@ -1,0 +1,401 @@
+//! TLS on remoting connections, with RocketMQ's three server modes.
+//!
+//! A server with a [`ServerTls`] looks at the first byte each connection
+//! sends: `0x16` opens a TLS handshake, anything else is a plain frame's
+//! length. [`TlsMode::Disabled`] closes a connection that starts a
+//! handshake, [`TlsMode::Enforcing`] one that does not, and
+//! [`TlsMode::Permissive`] takes both on the same port. The certificate
+//! and key come from PEM files and can be read again while the server runs
+//! ([`ServerTls::reload`]): connections already open keep their session.
+//!
+//! A client with a [`ClientTls`] starts every connection with a handshake;
+//! it trusts either the roots of a PEM file or, as RocketMQ's clients do by
+//! default, any certificate.
+
+use std::{
+    fmt, io,
+    path::{Path, PathBuf},
+    str::FromStr,
+    sync::{Arc, PoisonError, RwLock},
+    time::Duration,
+};
+
+use rustls::{
+    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+    crypto::{ring, CryptoProvider},
+    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName, UnixTime},
+    DigitallySignedStruct, SignatureScheme,
+};
+use tokio::net::TcpStream;
+use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
+
+/// The first byte of a TLS record that opens a handshake.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// What a server port accepts (RocketMQ's `tls.server.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// Plain connections only.
+    #[default]
+    Disabled,
+    /// TLS and plain connections on the same port.
+    Permissive,
+    /// TLS connections only.
+    Enforcing,
+}
+
+impl TlsMode {
+    /// The mode's name as configured: `disabled`, `permissive` or
+    /// `enforcing`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Permissive => "permissive",
+            Self::Enforcing => "enforcing",
+        }
+    }
+}
+
+impl fmt::Display for TlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TlsMode {
+    type Err = String;
+
+    /// Parses a mode name, ignoring case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Self::Disabled, Self::Permissive, Self::Enforcing]
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                format!("unknown TLS mode {s:?}: expected disabled, permissive or enforcing")
+            })
+    }
+}
+
+/// Why TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or parsed.
+    #[error("cannot read the {what} {}: {reason}", path.display())]
+    Pem {
+        /// What the file should hold: `certificate chain`, `private key`
+        /// or `trusted certificates`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// rustls refused the certificate, the key or the settings.
+    #[error("TLS settings refused: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The TLS side of a server port: its mode and its certificate.
+pub struct ServerTls {
+    mode: TlsMode,
+    cert: PathBuf,
+    key: PathBuf,
+    acceptor: RwLock<TlsAcceptor>,
+}
+
+impl fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("mode", &self.mode)
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerTls {
+    /// A server side in `mode` with the certificate chain in `cert` and its
+    /// private key in `key` (PEM files), read now.
+    ///
+    /// # Errors
+    /// [`TlsError`] naming the file that cannot be read or the setting that
+    /// rustls refuses.
+    pub fn from_pem_files(mode: TlsMode, cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        let acceptor = acceptor(cert, key)?;
+        Ok(Self {
+            mode,
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            acceptor: RwLock::new(acceptor),
+        })
+    }
+
+    /// The port's mode.
+    pub fn mode(&self) -> TlsMode {
+        self.mode
+    }
+
+    /// Reads the certificate and key files again; connections accepted
+    /// from now on use them. On error the ones in use stay.
+    ///
+    /// # Errors
+    /// As [`ServerTls::from_pem_files`].
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let fresh = acceptor(&self.cert, &self.key)?;
+        *self
+            .acceptor
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = fresh;
+        Ok(())
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(ring::default_provider())
+}
+
+fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+    let chain = certificates(cert, "certificate chain")?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Pem {
+        what: "private key",
+        path: key.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Every certificate of a PEM file; at least one.
+fn certificates(path: &Path, what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let error = |reason: String| TlsError::Pem {
+        what,
+        path: path.to_path_buf(),
+        reason,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| error(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(error("no certificate in it".into()));
+    }
+    Ok(certs)
+}
+
+/// An accepted connection after the first byte was looked at.
+pub(crate) enum Accepted {
+    Plain(TcpStream),
+    Tls(Box<server::TlsStream<TcpStream>>),
+}
+
+/// Why an accepted connection was closed before its first frame.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error("it started a TLS handshake, and TLS is disabled on this port")]
+    TlsDisabled,
+    #[error("it did not start a TLS handshake, and TLS is enforced on this port")]
+    TlsEnforced,
+    #[error("it sent nothing within {0:?}")]
+    Silent(Duration),
+    #[error("it closed before sending anything")]
+    Closed,
+    #[error("the TLS handshake failed: {0}")]
+    Handshake(io::Error),
+    #[error("the TLS handshake did not finish within {0:?}")]
+    HandshakeTimeout(Duration),
+    #[error("reading its first byte failed: {0}")]
+    Io(io::Error),
+}
+
+/// Looks at the first byte `stream` sends (waiting up to `limit`) and,
+/// as `tls`'s mode allows, hands it back plain or after a TLS handshake
+/// (which also has `limit`).
+pub(crate) async fn negotiate(
+    tls: &ServerTls,
+    stream: TcpStream,
+    limit: Duration,
+) -> Result<Accepted, Refused> {
+    let mut first = [0u8; 1];
+    let peeked = tokio::time::timeout(limit, stream.peek(&mut first))
+        .await
+        .map_err(|_| Refused::Silent(limit))?
+        .map_err(Refused::Io)?;
+    if peeked == 0 {
+        return Err(Refused::Closed);
+    }
+    match (tls.mode, first[0] == TLS_HANDSHAKE) {
+        (TlsMode::Disabled, true) => Err(Refused::TlsDisabled),
+        (TlsMode::Enforcing, false) => Err(Refused::TlsEnforced),
+        (_, false) => Ok(Accepted::Plain(stream)),
+        (_, true) => {
+            let session = tokio::time::timeout(limit, tls.acceptor().accept(stream))
+                .await
+                .map_err(|_| Refused::HandshakeTimeout(limit))?
+                .map_err(Refused::Handshake)?;
+            Ok(Accepted::Tls(Box::new(session)))
+        }
+    }
+}
+
+/// The TLS side of a client: which servers it trusts.
+#[derive(Clone)]
+pub struct ClientTls {
+    connector: TlsConnector,
+    trusts: String,
+}
+
+impl fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("trusts", &self.trusts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTls {
+    /// Trusts any server certificate (RocketMQ's clients' default, without
+    /// `tls.client.authServer`): the connection is encrypted, but the
+    /// server is not authenticated.
+    ///
+    /// # Errors
+    /// [`TlsError::Rustls`] if the crypto provider lacks the default
+    /// protocol versions.
+    pub fn trust_any() -> Result<Self, TlsError> {
+        let provider = provider();
+        let verifier = Arc::new(AnyServer(Arc::clone(&provider)));
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        Ok(Self {
+            connector: TlsConnector::from(Arc::new(config)),
+            trusts: "any certificate".into(),
+        })
+    }
+
+    /// Trusts the certificates of the PEM file `roots` (and what they
+    /// signed).
+    ///
+    /// # Errors
+    /// [`TlsError`] naming the file that cannot be read or a certificate
+    /// rustls refuses.
+    pub fn trust_roots(roots: &Path) -> Result<Self, TlsError> {
+        let mut store = rustls::RootCertStore::empty();
+        for cert in certificates(roots, "trusted certificates")? {
+            store.add(cert)?;
+        }
+        let config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        Ok(Self {
+            connector: TlsConnector::from(Arc::new(config)),
+            trusts: format!("the certificates of {}", roots.display()),
+        })
+    }
+
+    /// Runs the handshake on `stream`, to the server named by `addr`'s host
+    /// part (`host:port`).
+    pub(crate) async fn connect(
+        &self,
+        addr: &str,
+        stream: TcpStream,
+    ) -> io::Result<client::TlsStream<TcpStream>> {
+        let host = addr
+            .rsplit_once(':')
+            .map_or(addr, |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        self.connector.connect(name, stream).await
+    }
+}
+
+/// Accepts any server certificate, still checking that the handshake is
+/// signed by its key.
+#[derive(Debug)]
+struct AnyServer(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyServer {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_by_name_ignoring_case_and_name_the_choices_otherwise() {
+        assert_eq!("Permissive".parse::<TlsMode>(), Ok(TlsMode::Permissive));
+        assert_eq!(" enforcing ".parse::<TlsMode>(), Ok(TlsMode::Enforcing));
+        assert_eq!("disabled".parse::<TlsMode>(), Ok(TlsMode::Disabled));
+        let err = "on".parse::<TlsMode>().unwrap_err();
+        assert!(err.contains("disabled, permissive or enforcing"), "{err}");
+        assert_eq!(TlsMode::default(), TlsMode::Disabled);
+    }
+
+    #[test]
+    fn a_missing_or_empty_pem_file_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.pem");
+        let err = ServerTls::from_pem_files(TlsMode::Permissive, &missing, &missing).unwrap_err();
+        assert!(err.to_string().contains("none.pem"), "{err}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let err = ClientTls::trust_roots(&empty).unwrap_err();
+        assert!(err.to_string().contains("no certificate"), "{err}");
+    }
+}
