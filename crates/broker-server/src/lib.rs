@@ -41,7 +41,7 @@ pub mod transaction_check;
 
 use std::{
     net::SocketAddr,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -52,6 +52,7 @@ use std::{
 
 use remoting_net::{
     serve, CancellationToken, ClientOptions, ConnectionLimits, RemotingClient, ServerOptions,
+    ServerTls, TlsMode,
 };
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -88,6 +89,50 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The remoting port's TLS (`tlsServerMode` and its files), read now;
+/// `None` when disabled. With it, SIGHUP reads the files again.
+fn remoting_tls(b: &config::BrokerSection) -> Result<Option<Arc<ServerTls>>, BrokerError> {
+    let mode = b.tls_mode()?;
+    let (Some(cert), Some(key)) = (&b.tls_server_cert_path, &b.tls_server_key_path) else {
+        return Ok(None);
+    };
+    if mode == TlsMode::Disabled {
+        return Ok(None);
+    }
+    let tls = ServerTls::from_pem_files(mode, Path::new(cert), Path::new(key)).map_err(|e| {
+        BrokerError::Io {
+            what: "set up TLS on the remoting port (tlsServerCertPath, tlsServerKeyPath)".into(),
+            source: std::io::Error::other(e),
+        }
+    })?;
+    let tls = Arc::new(tls);
+    reload_on_sighup(Arc::downgrade(&tls));
+    tracing::info!(mode = %mode, cert, key, "TLS on the remoting port");
+    Ok(Some(tls))
+}
+
+/// Reads the TLS files again on each SIGHUP while the broker runs.
+fn reload_on_sighup(tls: std::sync::Weak<ServerTls>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(cause = %e, "cannot watch SIGHUP; TLS files are read at start only");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let Some(tls) = tls.upgrade() else { return };
+            match tls.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate and key read again"),
+                Err(e) => tracing::error!(cause = %e,
+                    "SIGHUP: cannot read the TLS files again; the ones in use stay"),
+            }
+        }
+    });
 }
 
 fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
@@ -133,6 +178,9 @@ impl Broker {
         config.validate()?;
         config.store.store_path_root_dir = expand_home(&config.store.store_path_root_dir);
         let b = config.broker.clone();
+        // The TLS files are read first: a bad one stops the start before
+        // anything is opened.
+        let tls = remoting_tls(&b)?;
         // Validated with the configuration.
         let bind: std::net::IpAddr = b
             .bind_address
@@ -328,6 +376,7 @@ impl Broker {
         }
 
         let options = ServerOptions {
+            tls,
             max_connections: b.max_connections,
             max_connections_per_address: b.max_connections_per_address,
             idle_timeout: (b.server_channel_max_idle_time_seconds > 0)

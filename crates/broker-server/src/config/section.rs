@@ -3,6 +3,7 @@
 
 use std::{fmt::Display, net::IpAddr};
 
+use remoting_net::TlsMode;
 use serde::{Deserialize, Serialize};
 
 use super::{invalid, ConfigError};
@@ -101,6 +102,18 @@ pub struct BrokerSection {
     /// long (ms): the client does not read its answers. Sluice's. Default
     /// 30000; 0 never.
     pub connection_write_timeout_millis: u64,
+    /// TLS on the remoting port (RocketMQ's `tls.server.mode`):
+    /// `disabled` (plain only), `permissive` (TLS and plain on the same
+    /// port, told apart by each connection's first byte) or `enforcing`
+    /// (TLS only). Default `disabled`.
+    pub tls_server_mode: String,
+    /// PEM file of the remoting port's certificate chain; needed unless
+    /// `tlsServerMode` is `disabled`. Read again on SIGHUP. Default none.
+    pub tls_server_cert_path: Option<String>,
+    /// PEM file of that certificate's private key (PKCS#8, PKCS#1 or
+    /// SEC1, not encrypted); needed unless `tlsServerMode` is `disabled`.
+    /// Read again on SIGHUP. Default none.
+    pub tls_server_key_path: Option<String>,
     /// Region reported in send responses. Default `DefaultRegion`.
     pub region_id: String,
     /// Trace switch reported in send responses. Default true.
@@ -203,6 +216,9 @@ impl Default for BrokerSection {
             max_connections_per_address: 1_000,
             write_buffer_high_water_mark: 64 * 1024 * 1024,
             connection_write_timeout_millis: 30_000,
+            tls_server_mode: "disabled".to_owned(),
+            tls_server_cert_path: None,
+            tls_server_key_path: None,
             region_id: "DefaultRegion".into(),
             trace_on: true,
             flush_consumer_offset_interval: 5000,
@@ -228,12 +244,41 @@ impl Default for BrokerSection {
 }
 
 impl BrokerSection {
+    /// The remoting port's TLS mode (`tlsServerMode`).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a name other than the three modes.
+    pub fn tls_mode(&self) -> Result<TlsMode, ConfigError> {
+        self.tls_server_mode.parse().map_err(|_| {
+            invalid(
+                "tlsServerMode",
+                self.tls_server_mode.clone(),
+                "disabled, permissive or enforcing".into(),
+            )
+        })
+    }
+
     /// Checks every value and the rules between them.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming the key, the value and what is allowed.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let b = self;
+        let mode = b.tls_mode()?;
+        if mode != TlsMode::Disabled {
+            for (key, path) in [
+                ("tlsServerCertPath", &b.tls_server_cert_path),
+                ("tlsServerKeyPath", &b.tls_server_key_path),
+            ] {
+                if path.as_deref().is_none_or(str::is_empty) {
+                    return Err(invalid(
+                        key,
+                        String::new(),
+                        format!("a PEM file, needed with tlsServerMode={mode}"),
+                    ));
+                }
+            }
+        }
         for (key, v) in [
             ("sendMessageThreadPoolNums", b.send_message_thread_pool_nums),
             ("pullMessageThreadPoolNums", b.pull_message_thread_pool_nums),
