@@ -233,6 +233,11 @@ pub struct ProduceArgs {
     /// (remoting only); the report counts requests and messages.
     #[arg(long, default_value_t = 1)]
     pub batch: u32,
+    /// Connect to the broker over TLS (remoting only), trusting any
+    /// certificate, as RocketMQ's clients do by default; the broker's
+    /// `tlsServerMode` must be `permissive` or `enforcing`.
+    #[arg(long)]
+    pub tls: bool,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -263,6 +268,7 @@ impl ProduceArgs {
             transaction: self.transaction,
             producer_heartbeat: self.producer_heartbeat,
             batch: self.batch,
+            tls: self.tls,
         };
         let mode = match self.rate {
             Some(rate_per_sec) => Mode::Open {

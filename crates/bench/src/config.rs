@@ -86,6 +86,10 @@ pub struct Config {
     /// `SEND_BATCH_MESSAGE` with this many messages of `body_bytes` each
     /// (remoting only, without delays or transactions). At least 1.
     pub batch: u32,
+    /// Remoting over TLS, trusting any certificate (as RocketMQ's clients
+    /// do by default): the broker's `tlsServerMode` must be `permissive`
+    /// or `enforcing`. Remoting only.
+    pub tls: bool,
     /// Print a progress line to stderr every second.
     pub progress: bool,
     /// Closed loop: after a busy answer that carries `retryAfterMs`, the
@@ -149,6 +153,7 @@ impl Config {
             transaction: None,
             producer_heartbeat: false,
             batch: 1,
+            tls: false,
             progress: true,
         }
     }
@@ -189,6 +194,10 @@ impl Config {
             ensure!(
                 self.transaction.is_none() && !self.producer_heartbeat,
                 "transaction and producer-heartbeat are remoting only"
+            );
+            ensure!(
+                !self.tls,
+                "tls is remoting only: the gRPC endpoint does not serve TLS yet"
             );
         }
         ensure!(

@@ -99,6 +99,7 @@ impl NatsConfig {
             transaction: None,
             producer_heartbeat: false,
             batch: 1,
+            tls: false,
             progress: self.progress,
             honour_retry_after: false,
         }

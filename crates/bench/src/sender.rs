@@ -21,7 +21,7 @@ use message_model::{
     properties::{keys, Properties},
     MessageId,
 };
-use remoting_net::{client::ClientConnection, ClientOptions};
+use remoting_net::{client::ClientConnection, ClientOptions, ClientTls};
 use remoting_protocol::{
     body::{self, encode_batch, BatchEntry, HeartbeatData, ProducerData},
     command::next_opaque,
@@ -168,7 +168,14 @@ impl RemotingSender {
 /// Opens `config.connections` connections to each broker of `destinations`
 /// and pairs every destination with its request and its broker's connections.
 async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Vec<Target>> {
-    let options = ClientOptions::default();
+    let options = ClientOptions {
+        tls: if config.tls {
+            Some(ClientTls::trust_any().context("set up TLS")?)
+        } else {
+            None
+        },
+        ..ClientOptions::default()
+    };
     let mut by_addr: BTreeMap<&str, Vec<Arc<ClientConnection>>> = BTreeMap::new();
     for d in destinations {
         if by_addr.contains_key(d.addr.as_str()) {

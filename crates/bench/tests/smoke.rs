@@ -14,7 +14,9 @@ use std::{
 
 use anyhow::{Context, Result};
 use bench::{report::Table, run, Config, Report};
-use remoting_net::{serve, CancellationToken, Connection, Handler, ServerOptions};
+use remoting_net::{
+    serve, CancellationToken, Connection, Handler, ServerOptions, ServerTls, TlsMode,
+};
 use remoting_protocol::{header::SendMessageResponseHeader, RemotingCommand, ResponseCode};
 use tokio::{net::TcpListener, task::JoinHandle};
 
@@ -54,13 +56,17 @@ struct Running {
 
 impl Running {
     async fn start() -> Result<Self> {
+        Self::start_with(ServerOptions::default()).await
+    }
+
+    async fn start_with(options: ServerOptions) -> Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?.to_string();
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(
             listener,
             Arc::new(FakeBroker::default()),
-            ServerOptions::default(),
+            options,
             shutdown.clone(),
         ));
         Ok(Self {
@@ -127,6 +133,34 @@ async fn closed_loop_counts_successes_and_busy_by_tag() -> Result<()> {
     .context("the closed loop stops by itself")??;
     assert_eq!(report.mode, "closed");
     assert_busy_counted(&report);
+    broker.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tls_the_loop_reaches_a_broker_that_enforces_it() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])?;
+    let (crt, key) = (dir.path().join("b.crt"), dir.path().join("b.key"));
+    std::fs::write(&crt, cert.cert.pem())?;
+    std::fs::write(&key, cert.key_pair.serialize_pem())?;
+    let tls = ServerTls::from_pem_files(TlsMode::Enforcing, &crt, &key)?;
+    let broker = Running::start_with(ServerOptions {
+        tls: Some(Arc::new(tls)),
+        ..ServerOptions::default()
+    })
+    .await?;
+    let mut config = short_config(&broker.addr);
+    config.tls = true;
+    let report = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert_busy_counted(&report);
+    // Without TLS the enforcing port closes every connection unanswered.
+    config.tls = false;
+    let plain = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")?;
+    assert!(plain.is_err() || plain.is_ok_and(|r| r.ok == 0));
     broker.stop().await
 }
 
