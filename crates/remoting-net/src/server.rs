@@ -46,8 +46,8 @@ pub struct ServerOptions {
     /// TLS on this port: its mode and certificate. Without it every
     /// connection is plain, as with [`TlsMode::Disabled`](crate::TlsMode).
     pub tls: Option<Arc<ServerTls>>,
-    /// With `tls`: how long a new connection may take to send its first
-    /// byte, and then to finish its TLS handshake.
+    /// With `tls`: how long a TLS handshake may take. (A connection that
+    /// sends nothing at all is closed after `idle_timeout`, plain or not.)
     pub handshake_timeout: Duration,
 }
 
@@ -162,7 +162,14 @@ pub async fn serve<H: Handler>(
                     let (reader, writer) = stream.into_split();
                     run_connection(reader, writer, peer, handler, options, cancel).await;
                 }
-                Some(tls) => match negotiate(&tls, stream, options.handshake_timeout).await {
+                Some(tls) => match negotiate(
+                    &tls,
+                    stream,
+                    options.idle_timeout,
+                    options.handshake_timeout,
+                )
+                .await
+                {
                     Ok(Accepted::Plain(stream)) => {
                         let (reader, writer) = stream.into_split();
                         run_connection(reader, writer, peer, handler, options, cancel).await;

@@ -217,19 +217,24 @@ pub(crate) enum Refused {
     Io(io::Error),
 }
 
-/// Looks at the first byte `stream` sends (waiting up to `limit`) and,
+/// Looks at the first byte `stream` sends (waiting up to `silence`, or
+/// without end when `None`, as for a plain connection's idle limit) and,
 /// as `tls`'s mode allows, hands it back plain or after a TLS handshake
-/// (which also has `limit`).
+/// that must finish within `handshake`.
 pub(crate) async fn negotiate(
     tls: &ServerTls,
     stream: TcpStream,
-    limit: Duration,
+    silence: Option<Duration>,
+    handshake: Duration,
 ) -> Result<Accepted, Refused> {
     let mut first = [0u8; 1];
-    let peeked = tokio::time::timeout(limit, stream.peek(&mut first))
-        .await
-        .map_err(|_| Refused::Silent(limit))?
-        .map_err(Refused::Io)?;
+    let peeked = match silence {
+        Some(limit) => tokio::time::timeout(limit, stream.peek(&mut first))
+            .await
+            .map_err(|_| Refused::Silent(limit))?,
+        None => stream.peek(&mut first).await,
+    }
+    .map_err(Refused::Io)?;
     if peeked == 0 {
         return Err(Refused::Closed);
     }
@@ -238,9 +243,9 @@ pub(crate) async fn negotiate(
         (TlsMode::Enforcing, false) => Err(Refused::TlsEnforced),
         (_, false) => Ok(Accepted::Plain(stream)),
         (_, true) => {
-            let session = tokio::time::timeout(limit, tls.acceptor().accept(stream))
+            let session = tokio::time::timeout(handshake, tls.acceptor().accept(stream))
                 .await
-                .map_err(|_| Refused::HandshakeTimeout(limit))?
+                .map_err(|_| Refused::HandshakeTimeout(handshake))?
                 .map_err(Refused::Handshake)?;
             Ok(Accepted::Tls(Box::new(session)))
         }

@@ -39,6 +39,10 @@ fn certificate(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBu
 }
 
 async fn start(tls: Arc<ServerTls>) -> (String, CancellationToken) {
+    start_with(tls, Some(Duration::from_secs(120))).await
+}
+
+async fn start_with(tls: Arc<ServerTls>, idle: Option<Duration>) -> (String, CancellationToken) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let shutdown = CancellationToken::new();
@@ -48,6 +52,7 @@ async fn start(tls: Arc<ServerTls>) -> (String, CancellationToken) {
         ServerOptions {
             tls: Some(tls),
             handshake_timeout: Duration::from_secs(5),
+            idle_timeout: idle,
             ..ServerOptions::default()
         },
         shutdown.clone(),
@@ -140,5 +145,23 @@ async fn a_client_refuses_a_server_it_does_not_trust_until_the_server_reloads_a_
     assert!(tls.reload().is_err());
     let still = ClientTls::trust_roots(&other_crt).unwrap();
     assert_eq!(round_trip(&addr, Some(still)).await.unwrap(), b"hello");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed_at_the_idle_limit_as_a_plain_one_is() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, key) = certificate(dir.path(), "server");
+    let tls = Arc::new(ServerTls::from_pem_files(TlsMode::Permissive, &crt, &key).unwrap());
+    let (addr, shutdown) = start_with(tls, Some(Duration::from_millis(200))).await;
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 1];
+    // The server closes it at the idle limit (200 ms), well before the
+    // handshake limit (5 s): the read ends with 0 bytes.
+    let read = tokio::time::timeout(Duration::from_secs(3), silent.read(&mut buf))
+        .await
+        .expect("the silent connection was closed");
+    assert_eq!(read.unwrap_or(0), 0);
     shutdown.cancel();
 }
