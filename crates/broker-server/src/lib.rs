@@ -95,12 +95,13 @@ pub enum BrokerError {
 /// `None` when disabled. With it, SIGHUP reads the files again.
 fn remoting_tls(b: &config::BrokerSection) -> Result<Option<Arc<ServerTls>>, BrokerError> {
     let mode = b.tls_mode()?;
-    let (Some(cert), Some(key)) = (&b.tls_server_cert_path, &b.tls_server_key_path) else {
-        return Ok(None);
-    };
     if mode == TlsMode::Disabled {
         return Ok(None);
     }
+    // Both are there in any other mode: the configuration's checks.
+    let (Some(cert), Some(key)) = (&b.tls_server_cert_path, &b.tls_server_key_path) else {
+        return Ok(None);
+    };
     let tls = ServerTls::from_pem_files(mode, Path::new(cert), Path::new(key)).map_err(|e| {
         BrokerError::Io {
             what: "set up TLS on the remoting port (tlsServerCertPath, tlsServerKeyPath)".into(),

@@ -16,13 +16,13 @@
 
 use std::{
     collections::VecDeque,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex},
 };
 
 use crate::{
     handler::{ConsumeStatus, MessageHandler},
     process_queue::ProcessQueue,
-    push::Inner,
+    push::{lock, Inner},
     stats::Counters,
     MessageExt, MessageQueue,
 };
@@ -58,7 +58,7 @@ struct State {
 
 impl BatchQueue {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 }
 

@@ -157,31 +157,30 @@ pub async fn serve<H: Handler>(
         let cancel = shutdown.child_token();
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
-            match options.tls.clone() {
-                None => {
-                    let (reader, writer) = stream.into_split();
-                    run_connection(reader, writer, peer, handler, options, cancel).await;
-                }
-                Some(tls) => match negotiate(
+            let accepted = match options.tls.clone() {
+                None => Ok(Accepted::Plain(stream)),
+                Some(tls) => negotiate(
                     &tls,
                     stream,
                     options.idle_timeout,
                     options.handshake_timeout,
                 )
                 .await
-                {
-                    Ok(Accepted::Plain(stream)) => {
-                        let (reader, writer) = stream.into_split();
-                        run_connection(reader, writer, peer, handler, options, cancel).await;
-                    }
-                    Ok(Accepted::Tls(session)) => {
-                        let (reader, writer) = tokio::io::split(*session);
-                        run_connection(reader, writer, peer, handler, options, cancel).await;
-                    }
-                    Err(refused) => tracing::info!(
-                        %peer, tls_mode = %tls.mode(), cause = %refused, "connection closed"
-                    ),
-                },
+                .inspect_err(|refused| {
+                    tracing::info!(%peer, tls_mode = %tls.mode(), cause = %refused,
+                                "connection closed");
+                }),
+            };
+            match accepted {
+                Ok(Accepted::Plain(stream)) => {
+                    let (reader, writer) = stream.into_split();
+                    run_connection(reader, writer, peer, handler, options, cancel).await;
+                }
+                Ok(Accepted::Tls(session)) => {
+                    let (reader, writer) = tokio::io::split(*session);
+                    run_connection(reader, writer, peer, handler, options, cancel).await;
+                }
+                Err(_) => {}
             }
             drop(permit);
         });
