@@ -78,6 +78,7 @@ impl MappedFile {
     /// # Errors
     /// The file exists, the disk is full (`StorageFull`), or mapping fails.
     pub fn create(path: &Path, from_offset: u64, size: usize) -> io::Result<Self> {
+        sync_log::created(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -90,7 +91,6 @@ impl MappedFile {
             let _ = std::fs::remove_file(path);
             return Err(e.into());
         }
-        sync_log::created(path);
         Self::map(path, file, from_offset, size)
     }
 
@@ -471,6 +471,7 @@ impl RandomAccessFile {
     /// # Errors
     /// The file exists or cannot be sized or mapped.
     pub fn create(path: &Path, size: usize) -> io::Result<Self> {
+        sync_log::created(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -481,7 +482,6 @@ impl RandomAccessFile {
             let _ = std::fs::remove_file(path);
             return Err(e);
         }
-        sync_log::created(path);
         Self::map(path, file, size)
     }
 
