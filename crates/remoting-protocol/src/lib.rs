@@ -27,6 +27,7 @@
 //!   kept, not refused.
 #![deny(clippy::unwrap_used)]
 
+pub mod acl;
 mod binary;
 pub mod body;
 pub mod code;

@@ -17,6 +17,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
 mod admin;
+mod auth;
 mod batch;
 mod config_text;
 mod heartbeat;
@@ -33,6 +34,7 @@ pub use admin::{
     ProducerConnection, TopicOffset, TopicStatsTable, LANGUAGE_NAMES,
 };
 pub use admin::{ProducerInfo, ProducerTableInfo};
+pub use auth::{AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo};
 pub use batch::{decode_batch, encode_batch, BatchEntry};
 pub use config_text::{decode_config_text, encode_config_text};
 pub use heartbeat::{
