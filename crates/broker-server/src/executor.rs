@@ -64,6 +64,14 @@ fn admit_or_serve(state: &BrokerState, reply: Reply, request: RemotingCommand, m
         }
         return;
     };
+    if let Reply::Remoting(conn) = &reply {
+        if let Err(refusal) = state.access.check(&request, conn.peer().ip()) {
+            if !request.is_oneway() {
+                reply.send(refusal.answer(&request));
+            }
+            return;
+        }
+    }
     let family = route.family;
     let job = Job {
         family,

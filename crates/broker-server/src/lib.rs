@@ -14,6 +14,7 @@
 //! processor against the shared [`state::BrokerState`].
 #![deny(clippy::unwrap_used)]
 
+pub mod access;
 pub mod clients;
 pub mod config;
 pub mod executor;
@@ -226,6 +227,17 @@ impl Broker {
                 };
                 config.broker.namesrv_addr = Some(SocketAddr::new(reach, local.port()).to_string());
             }
+            if config.auth.authentication_enabled
+                && config
+                    .auth
+                    .inner_client_authentication_credentials
+                    .is_empty()
+            {
+                tracing::warn!(
+                    "authentication is on but innerClientAuthenticationCredentials is not set: \
+                     the embedded name server accepts registrations and changes from anyone"
+                );
+            }
             let ns_config = name_server::NamesrvConfig {
                 listen_port: local.port(),
                 max_connections: b.max_connections,
@@ -237,6 +249,17 @@ impl Broker {
                         .join("namesrv")
                         .join("kvConfig.json"),
                 ),
+                // Registrations need the cluster's credentials when the
+                // broker authenticates and has them.
+                authentication_enabled: config.auth.authentication_enabled
+                    && !config
+                        .auth
+                        .inner_client_authentication_credentials
+                        .is_empty(),
+                inner_client_authentication_credentials: config
+                    .auth
+                    .inner_client_authentication_credentials
+                    .clone(),
                 ..name_server::NamesrvConfig::default()
             };
             let kv_config =
@@ -330,6 +353,8 @@ impl Broker {
             .map_err(io_error("load the timer progress"))?;
         let transactions = transaction::Transactions::load(&store, &config_dir)
             .map_err(io_error("load the transaction checkpoint"))?;
+        let access = access::Access::load(&config_dir, &config.auth, &b.broker_cluster_name)
+            .map_err(io_error("load users and ACLs"))?;
 
         let state = Arc::new(BrokerState::new(
             config.clone(),
@@ -342,6 +367,7 @@ impl Broker {
                 schedule,
                 timers,
                 transactions,
+                access,
             },
             store_host,
         ));

@@ -36,6 +36,20 @@ pub fn read_json<T: DeserializeOwned + Default>(path: &Path) -> std::io::Result<
 /// # Errors
 /// Any file operation's error.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace(path, bytes, 0o644)
+}
+
+/// [`write_atomically`] for a file of secrets: readable and writable by
+/// its owner only.
+///
+/// # Errors
+/// Any file operation's error.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace(path, bytes, 0o600)
+}
+
+fn replace(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     fs::create_dir_all(dir)?;
@@ -46,7 +60,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     {
-        let mut f = fs::File::create(&tmp)?;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }

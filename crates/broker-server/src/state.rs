@@ -22,6 +22,7 @@ use remoting_protocol::{ResponseCode, RETRY_AFTER_MS};
 use store::MessageStore;
 
 use crate::{
+    access::Access,
     clients::{ClientRegistry, TelemetryProducers},
     config::BrokerConfig,
     long_polling::PullHold,
@@ -58,6 +59,8 @@ pub struct Loaded {
     pub timers: TimerWheel,
     /// Which transactional half messages have ended.
     pub transactions: Transactions,
+    /// Users, policies and the access checks.
+    pub access: Access,
 }
 
 /// The broker's shared state.
@@ -81,6 +84,8 @@ pub struct BrokerState {
     pub timers: TimerWheel,
     /// Which transactional half messages have ended.
     pub transactions: Transactions,
+    /// Users, policies and the access checks.
+    pub access: Access,
     /// Clients.
     pub clients: ClientRegistry,
     /// gRPC producers' telemetry streams, for transaction checks.
@@ -138,6 +143,7 @@ impl BrokerState {
             schedule,
             timers,
             transactions,
+            access,
         } = loaded;
         let f = &config.flow;
         let b = &config.broker;
@@ -188,6 +194,7 @@ impl BrokerState {
         Self {
             stats,
             transactions,
+            access,
             quotas,
             client_quotas,
             quota_series: Mutex::default(),

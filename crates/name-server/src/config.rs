@@ -7,6 +7,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
+use remoting_protocol::acl::Credentials;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -56,6 +57,17 @@ pub struct NamesrvConfig {
     /// `~/namesrv/kvConfig.json` as RocketMQ does; the broker's embedded
     /// name server uses `<storePathRootDir>/namesrv/kvConfig.json`.
     pub kv_config_path: Option<PathBuf>,
+    /// Registrations and changes (`REGISTER_BROKER`, `UNREGISTER_BROKER`,
+    /// `DELETE_TOPIC_IN_NAMESRV`, `WIPE_WRITE_PERM_OF_BROKER`,
+    /// `ADD_WRITE_PERM_OF_BROKER`, `PUT_KV_CONFIG`, `DELETE_KV_CONFIG`)
+    /// must be signed with `innerClientAuthenticationCredentials`; others
+    /// are refused with `NO_PERMISSION`. Route and list reads stay open.
+    /// Default false.
+    pub authentication_enabled: bool,
+    /// The cluster's credentials, JSON `{"accessKey":"...","secretKey":"..."}`:
+    /// the brokers' `innerClientAuthenticationCredentials`. Needed with
+    /// `authenticationEnabled`. Default none.
+    pub inner_client_authentication_credentials: String,
 }
 
 impl Default for NamesrvConfig {
@@ -68,6 +80,8 @@ impl Default for NamesrvConfig {
             max_connections: 10_000,
             max_connections_per_address: 1_000,
             kv_config_path: None,
+            authentication_enabled: false,
+            inner_client_authentication_credentials: String::new(),
         }
     }
 }
@@ -83,11 +97,39 @@ impl NamesrvConfig {
         Duration::from_millis(self.broker_channel_expired_time)
     }
 
+    /// The credentials registrations and changes must be signed with;
+    /// `None` when authentication is off.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when authentication is on and the credentials are
+    /// missing or not the JSON expected (the value is not echoed).
+    pub fn cluster_credentials(&self) -> Result<Option<Credentials>, ConfigError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Inner {
+            access_key: String,
+            secret_key: String,
+        }
+        if !self.authentication_enabled {
+            return Ok(None);
+        }
+        serde_json::from_str::<Inner>(self.inner_client_authentication_credentials.trim())
+            .ok()
+            .filter(|c| !c.access_key.is_empty() && !c.secret_key.is_empty())
+            .map(|c| Some(Credentials::new(c.access_key, c.secret_key)))
+            .ok_or_else(|| ConfigError {
+                key: "innerClientAuthenticationCredentials",
+                value: "(hidden)".into(),
+                allowed: r#"JSON {"accessKey":"...","secretKey":"..."} with both set, needed with authenticationEnabled=true"#.into(),
+            })
+    }
+
     /// Checks every value.
     ///
     /// # Errors
     /// [`ConfigError`] naming the first key whose value is not allowed.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.cluster_credentials()?;
         range(
             "scanNotActiveBrokerInterval",
             self.scan_not_active_broker_interval,
@@ -130,6 +172,31 @@ fn range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), Config
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn authentication_needs_the_cluster_credentials_and_does_not_echo_them() {
+        let on = |credentials: &str| NamesrvConfig {
+            authentication_enabled: true,
+            inner_client_authentication_credentials: credentials.into(),
+            ..NamesrvConfig::default()
+        };
+        let c = on(r#"{"accessKey":"cluster","secretKey":"s3cret"}"#);
+        c.validate().unwrap();
+        assert_eq!(
+            c.cluster_credentials().unwrap().unwrap().access_key,
+            "cluster"
+        );
+        for bad in ["", "s3cret", r#"{"accessKey":"cluster"}"#] {
+            let err = on(bad).validate().unwrap_err();
+            assert_eq!(err.key, "innerClientAuthenticationCredentials");
+            assert!(!err.to_string().contains("s3cret"), "{err}");
+        }
+        let off = NamesrvConfig {
+            inner_client_authentication_credentials: "anything".into(),
+            ..NamesrvConfig::default()
+        };
+        assert_eq!(off.cluster_credentials().unwrap(), None);
+    }
 
     #[test]
     fn defaults_are_rocketmq_defaults_and_valid() {

@@ -58,9 +58,19 @@ pub async fn run(
     kv_config: Arc<KvConfig>,
     shutdown: CancellationToken,
 ) {
+    // Checked by `validate` before start; serving unguarded instead of
+    // with credentials that do not parse would open the name server.
+    let guard = match config.cluster_credentials() {
+        Ok(guard) => guard,
+        Err(e) => {
+            tracing::error!(cause = %e, "name server not started");
+            return;
+        }
+    };
     let registry = Arc::new(RouteRegistry::from_config(&config));
     let handler = Arc::new(NamesrvHandler {
-        processor: NameServerProcessor::with_kv_config(Arc::clone(&registry), kv_config),
+        processor: NameServerProcessor::with_kv_config(Arc::clone(&registry), kv_config)
+            .with_guard(guard),
     });
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "name server listening");

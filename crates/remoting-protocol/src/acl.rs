@@ -56,7 +56,10 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("access_key", &self.access_key)
             .field("secret_key", &"<hidden>")
-            .field("security_token", &self.security_token.as_ref().map(|_| "<hidden>"))
+            .field(
+                "security_token",
+                &self.security_token.as_ref().map(|_| "<hidden>"),
+            )
             .finish()
     }
 }
@@ -214,11 +217,16 @@ mod tests {
         let mut old = request(&[("topic", "T"), (UNIQUE_KEY_QUERY, "true")], b"");
         old.version = 399;
         sign(&mut old, &Credentials::new("ak", "sk"));
-        old.ext_fields.insert(UNIQUE_KEY_QUERY.into(), "false".into());
-        assert!(verify(&old, b"sk"), "not part of an old request's signature");
+        old.ext_fields
+            .insert(UNIQUE_KEY_QUERY.into(), "false".into());
+        assert!(
+            verify(&old, b"sk"),
+            "not part of an old request's signature"
+        );
         let mut new = request(&[("topic", "T"), (UNIQUE_KEY_QUERY, "true")], b"");
         sign(&mut new, &Credentials::new("ak", "sk"));
-        new.ext_fields.insert(UNIQUE_KEY_QUERY.into(), "false".into());
+        new.ext_fields
+            .insert(UNIQUE_KEY_QUERY.into(), "false".into());
         assert!(!verify(&new, b"sk"), "signed from version 400 on");
     }
 
@@ -244,6 +252,9 @@ mod tests {
         sign(&mut cmd, &Credentials::new("ak", "sk"));
         assert!(cmd.ext_fields.get(SECURITY_TOKEN).is_none());
         assert!(verify(&cmd, b"sk"));
-        assert!(!format!("{with_token:?}").contains("sk\""), "{with_token:?}");
+        assert!(
+            !format!("{with_token:?}").contains("sk\""),
+            "{with_token:?}"
+        );
     }
 }

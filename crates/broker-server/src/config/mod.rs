@@ -25,9 +25,11 @@ use serde::{de::DeserializeOwned, Serialize};
 use store::StoreConfig;
 use thiserror::Error;
 
+mod auth_section;
 mod broker_conf;
 mod section;
 
+pub use auth_section::AuthSection;
 pub use section::BrokerSection;
 
 /// Why a configuration was refused.
@@ -64,6 +66,8 @@ pub struct BrokerConfig {
     pub store: StoreConfig,
     /// Flow control.
     pub flow: FlowControlConfig,
+    /// Authentication and authorization.
+    pub auth: AuthSection,
 }
 
 impl BrokerConfig {
@@ -100,6 +104,7 @@ impl BrokerConfig {
             json_keys(&defaults.broker)?,
             json_keys(&defaults.store)?,
             json_keys(&defaults.flow)?,
+            json_keys(&defaults.auth)?,
         ]
         .into_iter()
         .flatten()
@@ -182,6 +187,7 @@ impl BrokerConfig {
             broker: section(&merged)?,
             store: section(&merged)?,
             flow: section(&merged)?,
+            auth: section(&merged)?,
         };
         config.validate()?;
         Ok(config)
@@ -197,18 +203,37 @@ impl BrokerConfig {
             to_value_map(&self.broker)?,
             to_value_map(&self.store)?,
             to_value_map(&self.flow)?,
+            to_value_map(&self.auth)?,
         ] {
             map.extend(part);
         }
         Ok(map)
     }
 
-    /// The effective configuration as TOML (`broker --print-config`).
+    /// [`BrokerConfig::to_map`] with the values of secret keys (the auth
+    /// section's user and credentials) masked: what may be shown.
+    ///
+    /// # Errors
+    /// As [`BrokerConfig::to_map`].
+    pub fn to_public_map(&self) -> Result<BTreeMap<String, Value>, ConfigError> {
+        let mut map = self.to_map()?;
+        for key in auth_section::SECRET_KEYS {
+            if let Some(value) = map.get_mut(*key) {
+                if value.as_str().is_some_and(|v| !v.is_empty()) {
+                    *value = Value::from("******");
+                }
+            }
+        }
+        Ok(map)
+    }
+
+    /// The effective configuration as TOML (`broker --print-config`),
+    /// secrets masked.
     ///
     /// # Errors
     /// Never in practice.
     pub fn to_toml(&self) -> Result<String, ConfigError> {
-        let map = self.to_map()?;
+        let map = self.to_public_map()?;
         toml::to_string(&map).map_err(|e| ConfigError::Parse(e.to_string()))
     }
 
@@ -244,6 +269,7 @@ impl BrokerConfig {
         self.flow
             .validate()
             .map_err(|e| invalid(e.key, e.value, e.allowed))?;
+        self.auth.validate()?;
         self.broker.validate()
     }
 }

@@ -130,7 +130,7 @@ pub(crate) fn create_topic(state: &BrokerState, req: &RemotingCommand) -> Remoti
 /// The configuration in force as `key=value` lines.
 pub(crate) fn get_config(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let cfg = state.config();
-    let map = match cfg.to_map() {
+    let map = match cfg.to_public_map() {
         Ok(m) => m,
         Err(e) => return req.response_to(ResponseCode::SYSTEM_ERROR, Some(e.to_string())),
     };

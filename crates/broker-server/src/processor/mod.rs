@@ -8,6 +8,7 @@
 //! Adding a code is one entry here plus its handler.
 
 mod admin;
+mod auth_admin;
 mod client_manage;
 
 pub(crate) use client_manage::notify_ids_changed;
@@ -191,6 +192,16 @@ pub static TABLE: &[Route] = {
         admin(C::DELETE_TOPIC_IN_BROKER, topic_admin::delete_topic),
         admin(C::GET_ALL_PRODUCER_INFO, topic_admin::all_producer_info),
         admin(C::INVOKE_BROKER_TO_RESET_OFFSET, topic_admin::reset_offset),
+        admin(C::AUTH_CREATE_USER, auth_admin::create_user),
+        admin(C::AUTH_UPDATE_USER, auth_admin::update_user),
+        admin(C::AUTH_DELETE_USER, auth_admin::delete_user),
+        admin(C::AUTH_GET_USER, auth_admin::get_user),
+        admin(C::AUTH_LIST_USER, auth_admin::list_user),
+        admin(C::AUTH_CREATE_ACL, auth_admin::create_acl),
+        admin(C::AUTH_UPDATE_ACL, auth_admin::update_acl),
+        admin(C::AUTH_DELETE_ACL, auth_admin::delete_acl),
+        admin(C::AUTH_GET_ACL, auth_admin::get_acl),
+        admin(C::AUTH_LIST_ACL, auth_admin::list_acl),
     ]
 };
 

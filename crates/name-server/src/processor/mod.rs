@@ -18,7 +18,10 @@
 
 use std::{sync::Arc, time::Instant};
 
-use remoting_protocol::{HeaderError, RemotingCommand, RequestCode, ResponseCode};
+use remoting_protocol::{
+    acl::{self, Credentials},
+    HeaderError, RemotingCommand, RequestCode, ResponseCode,
+};
 
 use crate::{kv_config::KvConfig, registry::RouteRegistry};
 
@@ -40,7 +43,20 @@ pub const STANDARD_JSON_SINCE_VERSION: i32 = 401;
 pub struct NameServerProcessor {
     registry: Arc<RouteRegistry>,
     kv_config: Arc<KvConfig>,
+    guard: Option<Arc<Credentials>>,
 }
+
+/// The codes that change what the name server holds: with credentials
+/// set, only requests signed with them are served.
+const GUARDED: [RequestCode; 7] = [
+    RequestCode::REGISTER_BROKER,
+    RequestCode::UNREGISTER_BROKER,
+    RequestCode::DELETE_TOPIC_IN_NAMESRV,
+    RequestCode::WIPE_WRITE_PERM_OF_BROKER,
+    RequestCode::ADD_WRITE_PERM_OF_BROKER,
+    RequestCode::PUT_KV_CONFIG,
+    RequestCode::DELETE_KV_CONFIG,
+];
 
 impl NameServerProcessor {
     /// A processor answering from `registry`, which the caller also hands to
@@ -55,7 +71,43 @@ impl NameServerProcessor {
         Self {
             registry,
             kv_config,
+            guard: None,
         }
+    }
+
+    /// This processor serving registrations and changes only when signed
+    /// with `credentials` (`None`: anyone's).
+    #[must_use]
+    pub fn with_guard(mut self, credentials: Option<Credentials>) -> Self {
+        self.guard = credentials.map(Arc::new);
+        self
+    }
+
+    /// Why `req` may not change the name server, if it may not.
+    fn refused(&self, req: &RemotingCommand) -> Option<RemotingCommand> {
+        let guard = self.guard.as_ref()?;
+        let code = req.request_code();
+        if !GUARDED.contains(&code) {
+            return None;
+        }
+        let name = code.name().unwrap_or("this request");
+        let why = match acl::access_key(req) {
+            None => "it is not signed".to_owned(),
+            Some(key) if key != guard.access_key => {
+                format!("it is signed by {key}, not the cluster's access key")
+            }
+            Some(_) if !acl::verify(req, guard.secret_key.as_bytes()) => {
+                "its signature does not verify (wrong secret key)".to_owned()
+            }
+            Some(_) => return None,
+        };
+        tracing::warn!(code = req.code, reason = %why, "name server change refused");
+        Some(req.response_to(
+            ResponseCode::NO_PERMISSION,
+            Some(format!(
+                "{name} needs the cluster's credentials (innerClientAuthenticationCredentials): {why}"
+            )),
+        ))
     }
 
     /// The registry the processor answers from.
@@ -79,6 +131,9 @@ impl NameServerProcessor {
     ) -> Option<RemotingCommand> {
         if req.is_response() {
             return None;
+        }
+        if let Some(refusal) = self.refused(req) {
+            return (!req.is_oneway()).then_some(refusal);
         }
         let response = match req.request_code() {
             RequestCode::REGISTER_BROKER => {

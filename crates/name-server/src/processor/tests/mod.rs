@@ -112,6 +112,39 @@ fn handle(p: &NameServerProcessor, req: &RemotingCommand) -> RemotingCommand {
     resp
 }
 
+#[test]
+fn with_cluster_credentials_only_signed_changes_are_served_and_reads_stay_open() {
+    use remoting_protocol::acl::{sign, Credentials};
+    let cluster = Credentials::new("cluster", "cluster-secret");
+    let p = processor().with_guard(Some(cluster.clone()));
+    let refused = |req: &RemotingCommand, why: &str| {
+        let resp = handle(&p, req);
+        assert_eq!(resp.response_code(), ResponseCode::NO_PERMISSION);
+        let remark = resp.remark.unwrap_or_default();
+        assert!(
+            remark.contains("REGISTER_BROKER needs the cluster's credentials"),
+            "{remark}"
+        );
+        assert!(remark.contains(why), "{remark}");
+        assert!(!remark.contains("cluster-secret"), "{remark}");
+    };
+    refused(&register_request(MASTER, 0, &["T"]), "not signed");
+    let mut other = register_request(MASTER, 0, &["T"]);
+    sign(&mut other, &Credentials::new("someone", "cluster-secret"));
+    refused(&other, "signed by someone");
+    let mut wrong = register_request(MASTER, 0, &["T"]);
+    sign(&mut wrong, &Credentials::new("cluster", "guess"));
+    refused(&wrong, "does not verify");
+    assert!(p.registry().route("T").is_none(), "nothing was registered");
+
+    let mut ok = register_request(MASTER, 0, &["T"]);
+    sign(&mut ok, &cluster);
+    assert_eq!(handle(&p, &ok).response_code(), ResponseCode::SUCCESS);
+    // Routes are read without credentials.
+    let route = handle(&p, &route_request("T", 453, None));
+    assert_eq!(route.response_code(), ResponseCode::SUCCESS);
+}
+
 fn body_text(resp: &RemotingCommand) -> &str {
     std::str::from_utf8(&resp.body).unwrap()
 }
