@@ -3,6 +3,18 @@
 //! RocketMQ's vocabulary.
 
 use clap::{Args, Parser, Subcommand};
+use client_core::Secret;
+use remoting_protocol::acl::Credentials;
+
+use crate::error::AdminError;
+
+mod auth;
+
+pub use auth::{
+    AclCommand, AclDeleteArgs, AclGetArgs, AclListArgs, AclWriteArgs, Decision, PolicyType,
+    UserCommand, UserCreateArgs, UserGetArgs, UserListArgs, UserNameArgs, UserStatus, UserType,
+    UserUpdateArgs, ACTIONS,
+};
 
 /// The default name server address.
 pub const DEFAULT_NAMESRV: &str = "127.0.0.1:9876";
@@ -23,9 +35,44 @@ pub struct Cli {
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Access key (user name) that signs every request, for clusters with
+    /// access control on; needs --secret-key. Without both, requests go
+    /// unsigned.
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_ACCESS_KEY",
+        value_name = "KEY",
+        requires = "secret_key"
+    )]
+    pub access_key: Option<String>,
+    /// Secret key (password) of --access-key, which the signatures are made
+    /// with.
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_SECRET_KEY",
+        hide_env_values = true,
+        value_name = "SECRET",
+        requires = "access_key"
+    )]
+    pub secret_key: Option<Secret>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The credentials of `--access-key` and `--secret-key` (or
+    /// `SLUICE_ACCESS_KEY` and `SLUICE_SECRET_KEY`); `None` when neither is
+    /// given. A blank value counts as not given.
+    ///
+    /// # Errors
+    /// [`AdminError::Credentials`] when only one of them is given.
+    pub fn credentials(&self) -> Result<Option<Credentials>, AdminError> {
+        client_core::credentials(self.access_key.as_deref(), self.secret_key.as_ref(), None)
+            .map_err(|_| AdminError::Credentials)
+    }
 }
 
 /// The subcommands.
@@ -52,6 +99,14 @@ pub enum Command {
     /// those of a topic by key or unique key.
     #[command(subcommand)]
     Message(MessageCommand),
+    /// Users of brokers with access control on: create, update, delete,
+    /// get and list.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Access control lists of subjects: create, update, delete, get and
+    /// list.
+    #[command(subcommand)]
+    Acl(AclCommand),
 }
 
 /// `message` subcommands.

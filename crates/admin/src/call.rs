@@ -7,6 +7,7 @@ use std::{collections::BTreeSet, time::Duration};
 use client_core::{route, split_addrs, CallError, Deadline, NameServers};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
+    acl::Credentials,
     body::{from_json, ClusterInfo, TopicRouteData},
     RemotingCommand, RequestCode, ResponseCode,
 };
@@ -27,8 +28,19 @@ impl Admin {
     /// An admin client asking the name servers of `namesrv` (`host:port`,
     /// several separated by `;` or `,`), each request allowed `timeout`.
     pub fn new(namesrv: &str, timeout: Duration) -> Self {
+        Self::with_credentials(namesrv, timeout, None)
+    }
+
+    /// As [`Admin::new`], signing every request with `credentials` when
+    /// given (brokers and name servers with access control on).
+    pub fn with_credentials(
+        namesrv: &str,
+        timeout: Duration,
+        credentials: Option<Credentials>,
+    ) -> Self {
         let options = ClientOptions {
             connect_timeout: timeout,
+            credentials,
             ..ClientOptions::default()
         };
         Self {

@@ -143,6 +143,9 @@ pub enum AdminError {
     /// The name server list is empty.
     #[error("no name server address given (--namesrv)")]
     NoNameServer,
+    /// Only one of the access key and the secret key was given.
+    #[error("--access-key and --secret-key (SLUICE_ACCESS_KEY and SLUICE_SECRET_KEY) are given together or not at all; a blank one counts as not given")]
+    Credentials,
     /// No broker of the topic holds a message under the key (`QUERY_MESSAGE`
     /// found none, or only messages of other keys with the same hash).
     #[error("{0}")]

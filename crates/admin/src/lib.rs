@@ -3,7 +3,8 @@
 //!
 //! - [`args`]: the command line (`cluster`, `topic`, `group`,
 //!   `connections`, `broker config`, `broker drain`/`undrain`, `why-busy`,
-//!   `message get`).
+//!   `message get`, `user`, `acl`), and `--access-key`/`--secret-key`,
+//!   which sign every request.
 //! - [`call`]: requests with a timeout, answers checked and read, and the
 //!   lookups commands start from (cluster info, routes, master brokers).
 //! - [`commands`]: what each command asks and the report it returns.
@@ -32,8 +33,10 @@ pub use call::Admin;
 pub use error::{AdminError, Peer};
 
 use args::{
-    BrokerCommand, Command, ConfigCommand, GroupCommand, MessageCommand, TopicCommand, WhyBusyArgs,
+    AclCommand, BrokerCommand, Command, ConfigCommand, GroupCommand, MessageCommand, TopicCommand,
+    UserCommand, WhyBusyArgs,
 };
+use remoting_protocol::RequestCode;
 use render::render;
 
 /// Runs `cli`'s command and returns its output: text tables, or JSON with
@@ -54,7 +57,11 @@ pub async fn run(cli: &Cli) -> Result<String, AdminError> {
 /// # Errors
 /// As [`run`]; parts already handed over stay handed over.
 pub async fn run_each(cli: &Cli, mut emit: impl FnMut(String)) -> Result<(), AdminError> {
-    let admin = Admin::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms));
+    let admin = Admin::with_credentials(
+        &cli.namesrv,
+        Duration::from_millis(cli.timeout_ms),
+        cli.credentials()?,
+    );
     let out = match &cli.command {
         Command::WhyBusy(w) => watch(&admin, w, cli.json, &mut emit).await,
         _ => dispatch(&admin, cli).await.map(&mut emit),
@@ -184,7 +191,114 @@ async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
             &commands::broker_undrain(admin, &d.broker_name).await?,
             json,
         ),
+        Command::User(u) => user(admin, u, json).await?,
+        Command::Acl(a) => acl(admin, a, json).await?,
         // Run by `run_each`, which may look more than once.
         Command::WhyBusy(_) => String::new(),
+    })
+}
+
+/// `user` subcommands.
+async fn user(admin: &Admin, command: &UserCommand, json: bool) -> Result<String, AdminError> {
+    Ok(match command {
+        UserCommand::Create(c) => {
+            let user = commands::user_info(
+                &c.username,
+                Some(&c.password),
+                c.user_type.map(|t| t.as_str()),
+                c.user_status.map(|s| s.as_str()),
+            );
+            let code = RequestCode::AUTH_CREATE_USER;
+            render(
+                &commands::user_write(admin, code, &user, c.target.broker.as_deref()).await?,
+                json,
+            )
+        }
+        UserCommand::Update(u) => {
+            let user = commands::user_info(
+                &u.username,
+                u.password.as_deref(),
+                u.user_type.map(|t| t.as_str()),
+                u.user_status.map(|s| s.as_str()),
+            );
+            let code = RequestCode::AUTH_UPDATE_USER;
+            render(
+                &commands::user_write(admin, code, &user, u.target.broker.as_deref()).await?,
+                json,
+            )
+        }
+        UserCommand::Delete(d) => render(
+            &commands::user_delete(admin, &d.username, d.target.broker.as_deref()).await?,
+            json,
+        ),
+        UserCommand::Get(g) => render(
+            &commands::user_get(
+                admin,
+                &g.username,
+                g.show_password,
+                g.target.broker.as_deref(),
+            )
+            .await?,
+            json,
+        ),
+        UserCommand::List(l) => render(
+            &commands::user_list(
+                admin,
+                l.filter.as_deref(),
+                l.show_password,
+                l.target.broker.as_deref(),
+            )
+            .await?,
+            json,
+        ),
+    })
+}
+
+/// `acl` subcommands.
+async fn acl(admin: &Admin, command: &AclCommand, json: bool) -> Result<String, AdminError> {
+    Ok(match command {
+        AclCommand::Create(w) | AclCommand::Update(w) => {
+            let code = match command {
+                AclCommand::Create(_) => RequestCode::AUTH_CREATE_ACL,
+                _ => RequestCode::AUTH_UPDATE_ACL,
+            };
+            let change = commands::AclChange {
+                subject: w.subject.clone(),
+                policy_type: w.policy_type.as_str().to_owned(),
+                resources: w.resources.clone(),
+                actions: w.actions.clone(),
+                source_ips: w.source_ips.clone(),
+                decision: w.decision.as_str().to_owned(),
+            };
+            render(
+                &commands::acl_write(admin, code, &change, w.target.broker.as_deref()).await?,
+                json,
+            )
+        }
+        AclCommand::Delete(d) => render(
+            &commands::acl_delete(
+                admin,
+                &d.subject,
+                d.policy_type.map(|t| t.as_str()),
+                d.resource.as_deref(),
+                d.target.broker.as_deref(),
+            )
+            .await?,
+            json,
+        ),
+        AclCommand::Get(g) => render(
+            &commands::acl_get(admin, &g.subject, g.target.broker.as_deref()).await?,
+            json,
+        ),
+        AclCommand::List(l) => render(
+            &commands::acl_list(
+                admin,
+                l.subject_filter.as_deref(),
+                l.resource_filter.as_deref(),
+                l.target.broker.as_deref(),
+            )
+            .await?,
+            json,
+        ),
     })
 }

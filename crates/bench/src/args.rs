@@ -5,8 +5,10 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use clap::{Parser, Subcommand};
+use client_core::Secret;
+use remoting_protocol::acl::Credentials;
 
 use crate::{
     config::{Config, Mode, Protocol, TransactionEnd, DEFAULT_GRPC},
@@ -131,6 +133,9 @@ pub struct CreateTopicArgs {
     /// Timeout of the request in milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub timeout_ms: u64,
+    /// What signs the request.
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
 }
 
 impl CreateTopicArgs {
@@ -146,7 +151,44 @@ impl CreateTopicArgs {
             self.queues
         );
         anyhow::ensure!(self.timeout_ms > 0, "timeout-ms must be above zero");
+        self.credentials.credentials()?;
         Ok(())
+    }
+}
+
+/// `--access-key` and `--secret-key`: the credentials that sign every
+/// remoting request of a run, for brokers and name servers with access
+/// control on (RocketMQ's session credentials).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CredentialArgs {
+    /// Access key (user name) that signs every remoting request; needs
+    /// --secret-key. Without both, requests go unsigned.
+    #[arg(long, value_name = "KEY", requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// Secret key (password) of --access-key, which the signatures are made
+    /// with.
+    #[arg(long, value_name = "SECRET", requires = "access_key")]
+    pub secret_key: Option<Secret>,
+}
+
+impl CredentialArgs {
+    /// The credentials given; `None` for none.
+    ///
+    /// # Errors
+    /// One flag without the other, or a blank one.
+    pub fn credentials(&self) -> Result<Option<Credentials>> {
+        match (&self.access_key, &self.secret_key) {
+            (None, None) => Ok(None),
+            (Some(access_key), Some(secret_key)) => {
+                let secret_key = secret_key.expose();
+                ensure!(
+                    !access_key.trim().is_empty() && !secret_key.trim().is_empty(),
+                    "access-key and secret-key must not be blank"
+                );
+                Ok(Some(Credentials::new(access_key, secret_key)))
+            }
+            _ => bail!("access-key and secret-key are given together or not at all"),
+        }
     }
 }
 
@@ -238,6 +280,9 @@ pub struct ProduceArgs {
     /// `tlsServerMode` must be `permissive` or `enforcing`.
     #[arg(long)]
     pub tls: bool,
+    /// What signs every request (remoting only).
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -269,6 +314,7 @@ impl ProduceArgs {
             producer_heartbeat: self.producer_heartbeat,
             batch: self.batch,
             tls: self.tls,
+            credentials: self.credentials.credentials()?,
         };
         let mode = match self.rate {
             Some(rate_per_sec) => Mode::Open {
@@ -323,6 +369,9 @@ pub struct ConsumeArgs {
     /// Timeout of each request in milliseconds (held pulls get more).
     #[arg(long, default_value_t = 3000)]
     pub timeout_ms: u64,
+    /// What signs every request (remoting only).
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -346,6 +395,7 @@ impl ConsumeArgs {
             duration: Duration::from_secs(self.duration),
             timeout: Duration::from_millis(self.timeout_ms),
             progress: true,
+            credentials: self.credentials.credentials()?,
         };
         config.validate()?;
         Ok(config)
@@ -559,6 +609,62 @@ mod tests {
     #[test]
     fn rate_and_in_flight_together_are_refused() {
         assert!(parse(&["--rate", "10", "--in-flight", "4"]).is_err());
+    }
+
+    #[test]
+    fn access_and_secret_keys_sign_the_remoting_subcommands() -> Result<()> {
+        let (config, _) = parse(&["--access-key", "alice", "--secret-key", "pw"])?;
+        let credentials = config.credentials.context("no credentials")?;
+        assert_eq!(
+            (
+                credentials.access_key.as_str(),
+                credentials.secret_key.as_str()
+            ),
+            ("alice", "pw")
+        );
+        assert!(parse(&[])?.0.credentials.is_none());
+        assert!(
+            parse(&["--access-key", "alice"]).is_err(),
+            "needs --secret-key"
+        );
+        assert!(
+            parse(&["--secret-key", "pw"]).is_err(),
+            "needs --access-key"
+        );
+        assert!(parse(&["--access-key", " ", "--secret-key", "pw"]).is_err());
+        assert!(
+            parse(&[
+                "--protocol",
+                "grpc",
+                "--access-key",
+                "a",
+                "--secret-key",
+                "b"
+            ])
+            .is_err(),
+            "gRPC sends are not signed"
+        );
+        match command(&["produce", "--access-key", "a", "--secret-key", "b"])? {
+            Some(Command::Produce(p)) => assert!(p.to_run()?.0.credentials.is_some()),
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        match command(&["consume", "--access-key", "a", "--secret-key", "b"])? {
+            Some(Command::Consume(c)) => {
+                let credentials = c.to_config()?.credentials.context("no credentials")?;
+                assert_eq!(credentials.access_key, "a");
+                assert!(!format!("{c:?}").contains("\"b\""), "{c:?}");
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        match command(&["create-topic", "--access-key", "a", "--secret-key", "b"])? {
+            Some(Command::CreateTopic(c)) => {
+                c.validate()?;
+                assert!(c.credentials.credentials()?.is_some());
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        assert!(command(&["create-topic", "--secret-key", "b"]).is_err());
+        Ok(())
     }
 
     #[test]

@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
+use client_core::Secret;
+use remoting_protocol::acl::Credentials;
 
 /// The gRPC endpoint sent to by default (`grpcListenPort` 8081 on this host).
 pub const DEFAULT_GRPC: &str = "127.0.0.1:8081";
@@ -90,6 +92,9 @@ pub struct Config {
     /// do by default): the broker's `tlsServerMode` must be `permissive`
     /// or `enforcing`. Remoting only.
     pub tls: bool,
+    /// Signs every remoting request (route lookups included) with these
+    /// credentials; `None` sends them unsigned. Remoting only.
+    pub credentials: Option<Credentials>,
     /// Print a progress line to stderr every second.
     pub progress: bool,
     /// Closed loop: after a busy answer that carries `retryAfterMs`, the
@@ -154,6 +159,7 @@ impl Config {
             producer_heartbeat: false,
             batch: 1,
             tls: false,
+            credentials: None,
             progress: true,
         }
     }
@@ -199,6 +205,10 @@ impl Config {
                 !self.tls,
                 "tls is remoting only: the gRPC endpoint does not serve TLS yet"
             );
+            ensure!(
+                self.credentials.is_none(),
+                "access-key and secret-key are remoting only: gRPC sends are not signed"
+            );
         }
         ensure!(
             self.transaction.is_none()
@@ -238,6 +248,17 @@ impl Config {
             "delay-level must be at least 1 (level 0 is no delay: leave the flag out)"
         );
         Ok(())
+    }
+}
+
+/// `credentials` as the clients' `accessKey` and `secretKey` settings.
+pub fn keys_of(credentials: Option<&Credentials>) -> (Option<String>, Option<Secret>) {
+    match credentials {
+        Some(c) => (
+            Some(c.access_key.clone()),
+            Some(Secret::new(c.secret_key.clone())),
+        ),
+        None => (None, None),
     }
 }
 

@@ -23,11 +23,12 @@ use consumer_client::{
 };
 use hdrhistogram::Histogram;
 use message_model::now_ms;
+use remoting_protocol::acl::Credentials;
 use serde::{Deserialize, Serialize};
 use tokio::{task::JoinSet, time::Instant};
 
 use crate::{
-    config::Protocol,
+    config::{keys_of, Protocol},
     report::{period_of, PeriodMs, MAX_PERIOD_MS},
 };
 
@@ -86,6 +87,9 @@ pub struct ConsumeConfig {
     pub timeout: Duration,
     /// Print a progress line to stderr every second.
     pub progress: bool,
+    /// Signs every pull, route lookup and offset request with these
+    /// credentials; `None` sends them unsigned. Remoting only.
+    pub credentials: Option<Credentials>,
 }
 
 impl ConsumeConfig {
@@ -110,6 +114,10 @@ impl ConsumeConfig {
         if self.protocol == Protocol::Grpc {
             ensure!(!self.grpc.is_empty(), "grpc address must not be empty");
             ensure!(self.receivers >= 1, "receivers must be at least 1");
+            ensure!(
+                self.credentials.is_none(),
+                "access-key and secret-key are remoting only: gRPC receives are not signed"
+            );
             ensure!(
                 self.from == StartFrom::Last,
                 "--from first is not possible with --protocol grpc: a POP group reads from \
@@ -325,6 +333,7 @@ pub async fn consume(config: &ConsumeConfig) -> Result<ConsumeReport> {
     let mut client_config = ConsumerConfig::new(&config.namesrv, config.group.clone());
     client_config.pull_batch_size = config.batch;
     client_config.mq_client_api_timeout = config.timeout;
+    (client_config.access_key, client_config.secret_key) = keys_of(config.credentials.as_ref());
     let consumer = Arc::new(
         PullConsumer::start(client_config)
             .await
@@ -496,6 +505,7 @@ mod tests {
             duration: Duration::from_secs(2),
             timeout: Duration::from_secs(3),
             progress: false,
+            credentials: None,
         }
     }
 

@@ -66,11 +66,16 @@ use consumer_client::{
     ConsumeFromWhere, ConsumeStatus, ConsumerConfig, MessageExt, MessageHandler, PushConsumer,
 };
 use producer_client::{BusyPolicy, Message, Producer, ProducerConfig, ProducerError};
-use remoting_net::{ClientOptions, RemotingClient};
+use remoting_net::RemotingClient;
+use remoting_protocol::acl::Credentials;
 use serde::{Deserialize, Serialize};
 use tokio::{sync::Notify, task::JoinSet, time::Instant};
 
-use crate::{config::MAX_BODY_BYTES, drain_nats::NatsTarget, route};
+use crate::{
+    config::{keys_of, MAX_BODY_BYTES},
+    drain_nats::NatsTarget,
+    route,
+};
 
 mod sluice;
 
@@ -189,6 +194,9 @@ pub struct SluiceTarget {
     /// Messages per handler call (`consumeMessageBatchMaxSize`,
     /// 1..=1024); `None`: the consumer's default.
     pub consume_batch: Option<usize>,
+    /// Signs every request of the fill and the read (route lookups, topic
+    /// creation, sends, pulls); `None` sends them unsigned.
+    pub credentials: Option<Credentials>,
 }
 
 /// Where a drain run goes.
@@ -312,6 +320,7 @@ impl SluiceTarget {
         if let Some(batch) = self.consume_batch {
             config.consume_message_batch_max_size = batch;
         }
+        (config.access_key, config.secret_key) = keys_of(self.credentials.as_ref());
         config
     }
 }

@@ -71,6 +71,9 @@ pub struct DrainArgs {
     /// every message by then fails, saying how many came.
     #[arg(long, default_value_t = 120)]
     pub timeout_secs: u64,
+    /// Sluice: what signs every request of the fill and the read.
+    #[command(flatten)]
+    pub credentials: crate::args::CredentialArgs,
     /// Print each phase's report as one JSON object (a line each) instead of
     /// a line of text.
     #[arg(long)]
@@ -97,6 +100,7 @@ impl DrainArgs {
                     pull_batch: self.pull_batch,
                     consume_threads: self.consume_threads,
                     consume_batch: self.consume_batch,
+                    credentials: self.credentials.credentials()?,
                 }),
                 crate::drain::DEFAULT_SLUICE_IN_FLIGHT,
             ),
@@ -105,6 +109,8 @@ impl DrainArgs {
                     ("--broker", self.broker.is_some()),
                     ("--consume-threads", self.consume_threads.is_some()),
                     ("--consume-batch", self.consume_batch.is_some()),
+                    ("--access-key", self.credentials.access_key.is_some()),
+                    ("--secret-key", self.credentials.secret_key.is_some()),
                 ] {
                     anyhow::ensure!(!given, "{flag} is for --system sluice only");
                 }
@@ -188,6 +194,7 @@ mod tests {
                 pull_batch: None,
                 consume_threads: None,
                 consume_batch: None,
+                credentials: None,
             })
         );
         let config = drain(&[
@@ -213,6 +220,24 @@ mod tests {
                 assert_eq!(consumer.pull_batch_size, 64);
                 assert_eq!(consumer.consume_thread_max, 2);
                 assert_eq!(consumer.consume_message_batch_max_size, 16);
+                assert_eq!(consumer.access_key, None);
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        let signed = drain(&[
+            "--system",
+            "sluice",
+            "--access-key",
+            "alice",
+            "--secret-key",
+            "pw",
+        ])?;
+        match signed.target {
+            Target::Sluice(t) => {
+                let consumer = t.consumer_config("G");
+                assert_eq!(consumer.access_key.as_deref(), Some("alice"));
+                assert_eq!(consumer.secret_key.as_ref().map(|s| s.expose()), Some("pw"));
+                assert!(consumer.validate().is_ok());
             }
             other => anyhow::bail!("unexpected {other:?}"),
         }
@@ -285,6 +310,8 @@ mod tests {
         .is_ok());
         assert!(drain(&["--system", "nats", "--broker", "h:1"]).is_err());
         assert!(drain(&["--system", "nats", "--consume-threads", "4"]).is_err());
+        assert!(drain(&["--system", "nats", "--access-key", "a", "--secret-key", "b"]).is_err());
+        assert!(drain(&["--system", "sluice", "--access-key", "a"]).is_err());
         assert!(drain(&["--system", "nats", "--stream", "A.B"]).is_err());
         assert!(drain(&["--system", "nats", "--pull-batch", "0"]).is_err());
     }

@@ -56,8 +56,13 @@ fn main() -> Result<()> {
         Some(Command::CreateTopic(c)) => {
             c.validate()?;
             let timeout = std::time::Duration::from_millis(c.timeout_ms);
+            let credentials = c.credentials.credentials()?;
             runtime()?.block_on(bench::route::create_topic(
-                &c.broker, &c.topic, c.queues, timeout,
+                &c.broker,
+                &c.topic,
+                c.queues,
+                timeout,
+                credentials.as_ref(),
             ))?;
             println!(
                 "created topic {} with {} queues on {}",

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use client_core::{route, Deadline, MessageQueue, NameServers};
 use remoting_net::{client::ClientConnection, ClientOptions, RemotingClient};
 use remoting_protocol::{
+    acl::Credentials,
     body::TopicRouteData,
     header::{CreateTopicRequestHeader, TopicFilterType},
     RemotingCommand, RequestCode, ResponseCode, AUTO_CREATE_TOPIC,
@@ -68,7 +69,8 @@ pub fn writable_queues(topic: &str, route: &TopicRouteData, cap: Option<u32>) ->
 
 /// Asks the name server at `namesrv` for `topic`'s route and returns its
 /// writable queues, borrowing the auto-create route (at most `queues` per
-/// broker) when the topic does not exist yet.
+/// broker) when the topic does not exist yet. With `credentials`, the
+/// lookups are signed.
 ///
 /// # Errors
 /// The name server cannot be reached or refuses, or no writable queue on a
@@ -78,8 +80,9 @@ pub async fn lookup(
     topic: &str,
     queues: u32,
     timeout: Duration,
+    credentials: Option<&Credentials>,
 ) -> Result<Vec<Destination>> {
-    let client = RemotingClient::new(ClientOptions::default());
+    let client = RemotingClient::new(signed_by(credentials));
     let name_servers = NameServers::new(vec![namesrv.to_owned()]);
     let fetch = |topic: String| {
         let (client, name_servers) = (&client, &name_servers);
@@ -117,13 +120,19 @@ pub async fn lookup(
 
 /// Creates (or updates) `topic` on the broker at `broker` with `queues`
 /// read and write queues, readable and writable, with
-/// `UPDATE_AND_CREATE_TOPIC`.
+/// `UPDATE_AND_CREATE_TOPIC`, signed with `credentials` if given.
 ///
 /// # Errors
 /// The broker cannot be reached or refuses (the answer's code and remark).
-pub async fn create_topic(broker: &str, topic: &str, queues: u32, timeout: Duration) -> Result<()> {
+pub async fn create_topic(
+    broker: &str,
+    topic: &str,
+    queues: u32,
+    timeout: Duration,
+    credentials: Option<&Credentials>,
+) -> Result<()> {
     let queue_nums = i32::try_from(queues).context("queue count beyond i32")?;
-    let conn = ClientConnection::connect(broker, &ClientOptions::default())
+    let conn = ClientConnection::connect(broker, &signed_by(credentials))
         .await
         .with_context(|| format!("connect to broker {broker}"))?;
     let request = RemotingCommand::request_with_header(
@@ -152,6 +161,14 @@ pub async fn create_topic(broker: &str, topic: &str, queues: u32, timeout: Durat
         );
     }
     Ok(())
+}
+
+/// Client settings that sign every request with `credentials`, if given.
+pub fn signed_by(credentials: Option<&Credentials>) -> ClientOptions {
+    ClientOptions {
+        credentials: credentials.cloned(),
+        ..ClientOptions::default()
+    }
 }
 
 #[cfg(test)]

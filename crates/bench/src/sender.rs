@@ -114,7 +114,14 @@ impl RemotingSender {
     pub async fn connect(config: &Config) -> Result<Self> {
         let destinations = match &config.namesrv {
             Some(namesrv) => {
-                route::lookup(namesrv, &config.topic, config.queues, config.timeout).await?
+                route::lookup(
+                    namesrv,
+                    &config.topic,
+                    config.queues,
+                    config.timeout,
+                    config.credentials.as_ref(),
+                )
+                .await?
             }
             None => route::direct(&config.broker, config.queues),
         };
@@ -174,6 +181,7 @@ async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Ve
         } else {
             None
         },
+        credentials: config.credentials.clone(),
         ..ClientOptions::default()
     };
     let mut by_addr: BTreeMap<&str, Vec<Arc<ClientConnection>>> = BTreeMap::new();

@@ -54,6 +54,7 @@ async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
             duration: Duration::from_secs(2),
             timeout: Duration::from_secs(3),
             progress: false,
+            credentials: None,
         }),
     )
     .await
@@ -90,6 +91,7 @@ async fn grpc_receives_get_what_was_sent_after_the_group_first_read() -> Result<
         duration,
         timeout: Duration::from_secs(3),
         progress: false,
+        credentials: None,
     };
     let within = |c: ConsumeConfig| async move {
         tokio::time::timeout(Duration::from_secs(20), consume(&c))

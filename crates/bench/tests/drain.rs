@@ -22,6 +22,7 @@ fn config(namesrv: &str, phase: Phase, messages: u64, timeout: Duration) -> Drai
             pull_batch: None,
             consume_threads: None,
             consume_batch: None,
+            credentials: None,
         }),
         phase,
         messages,

@@ -2,7 +2,8 @@
 //! answered `SUCCESS`, except every third, which is answered `SYSTEM_BUSY`
 //! with a `[TIMEOUT_CLEAN_QUEUE]` remark reporting 250 ms in queue. Proves
 //! that the loops send, stop by themselves, and count busy responses by tag
-//! with the reported period.
+//! with the reported period. A broker that takes only signed sends proves
+//! that `--access-key` and `--secret-key` sign every send.
 
 use std::{
     sync::{
@@ -17,7 +18,11 @@ use bench::{report::Table, run, Config, Report};
 use remoting_net::{
     serve, CancellationToken, Connection, Handler, ServerOptions, ServerTls, TlsMode,
 };
-use remoting_protocol::{header::SendMessageResponseHeader, RemotingCommand, ResponseCode};
+use remoting_protocol::{
+    acl::{self, Credentials},
+    header::SendMessageResponseHeader,
+    RemotingCommand, ResponseCode,
+};
 use tokio::{net::TcpListener, task::JoinHandle};
 
 const BUSY_REMARK: &str = "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, \
@@ -48,6 +53,31 @@ impl Handler for FakeBroker {
     }
 }
 
+/// Stores every send signed by `alice` with her secret; refuses any other
+/// with `NO_PERMISSION`.
+struct SigningBroker;
+
+const ACCESS_KEY: &str = "alice";
+const SECRET: &str = "alice-secret";
+
+impl Handler for SigningBroker {
+    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        let signed = acl::access_key(&request) == Some(ACCESS_KEY)
+            && acl::verify(&request, SECRET.as_bytes());
+        let response = if signed {
+            request
+                .response_to(ResponseCode::SUCCESS, None)
+                .with_header(&SendMessageResponseHeader {
+                    msg_id: "0A000001000000000000000000000001".into(),
+                    ..SendMessageResponseHeader::default()
+                })
+        } else {
+            request.response_to(ResponseCode::NO_PERMISSION, Some("not signed".into()))
+        };
+        conn.send(response);
+    }
+}
+
 struct Running {
     addr: String,
     shutdown: CancellationToken,
@@ -60,15 +90,14 @@ impl Running {
     }
 
     async fn start_with(options: ServerOptions) -> Result<Self> {
+        Self::serve(Arc::new(FakeBroker::default()), options).await
+    }
+
+    async fn serve(handler: Arc<impl Handler>, options: ServerOptions) -> Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?.to_string();
         let shutdown = CancellationToken::new();
-        let server = tokio::spawn(serve(
-            listener,
-            Arc::new(FakeBroker::default()),
-            options,
-            shutdown.clone(),
-        ));
+        let server = tokio::spawn(serve(listener, handler, options, shutdown.clone()));
         Ok(Self {
             addr,
             shutdown,
@@ -161,6 +190,25 @@ async fn with_tls_the_loop_reaches_a_broker_that_enforces_it() -> Result<()> {
         .await
         .context("the closed loop stops by itself")?;
     assert!(plain.is_err() || plain.is_ok_and(|r| r.ok == 0));
+    broker.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_access_key_every_send_is_signed_and_without_none_is_taken() -> Result<()> {
+    let broker = Running::serve(Arc::new(SigningBroker), ServerOptions::default()).await?;
+    let mut config = short_config(&broker.addr);
+    config.credentials = Some(Credentials::new(ACCESS_KEY, SECRET));
+    let report = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert!(report.ok > 0, "{}", Table(&report));
+    assert_eq!(report.ok, report.sent, "{}", Table(&report));
+    config.credentials = None;
+    let unsigned = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert!(unsigned.sent > 0, "{}", Table(&unsigned));
+    assert_eq!(unsigned.ok, 0, "{}", Table(&unsigned));
     broker.stop().await
 }
 

@@ -7,6 +7,8 @@
 //! - [`route`]: `GET_ROUTEINFO_BY_TOPIC` and the queues and master addresses
 //!   a route gives; [`RouteCache`]: the producer's cache of publish routes,
 //!   with the auto-create (`TBW102`) fallback.
+//! - [`credentials()`] and [`Secret`]: the access-key settings
+//!   (`accessKey`, `secretKey`, `securityToken`) that sign every request.
 //! - [`Deadline`] and [`CallError`]: a call's time budget, and the failures
 //!   every call can end in, which the clients' own error types carry under
 //!   the same names.
@@ -19,6 +21,7 @@
 #![deny(clippy::unwrap_used)]
 
 mod cache;
+mod credentials;
 mod deadline;
 mod error;
 pub mod millis;
@@ -27,6 +30,7 @@ mod queue;
 pub mod route;
 
 pub use cache::{PublishRoute, RouteCache};
+pub use credentials::{credentials, CredentialsError, Secret};
 pub use deadline::Deadline;
 pub use error::{waiting_on, CallError};
 pub use namesrv::{addr_list, split_addrs, NameServers};

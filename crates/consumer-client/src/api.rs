@@ -59,12 +59,9 @@ struct ConsumerIdList {
 }
 
 impl Api {
-    pub(crate) fn new(namesrv: Vec<String>, timeout: Duration) -> Self {
-        Self::with_options(namesrv, timeout, ClientOptions::default())
-    }
-
-    /// As [`Api::new`], with the transport's options (for instance what to
-    /// do with the brokers' requests).
+    /// The API of the name servers `namesrv`, each request allowed
+    /// `timeout`, over a transport with `options` (what to do with the
+    /// brokers' requests, the credentials that sign every request).
     pub(crate) fn with_options(
         namesrv: Vec<String>,
         timeout: Duration,

@@ -4,7 +4,8 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use client_core::{addr_list, millis, split_addrs};
+use client_core::{addr_list, millis, split_addrs, Secret};
+use remoting_protocol::acl::Credentials;
 use serde::{Deserialize, Serialize};
 
 use crate::ConsumerError;
@@ -165,6 +166,19 @@ pub struct ConsumerConfig {
     /// 0, no wait).
     #[serde(rename = "awaitTerminationMillisWhenShutdown", with = "millis")]
     pub await_termination_when_shutdown: Duration,
+    /// Access key (the user name) that signs every request the consumer
+    /// sends, to brokers and name servers alike (RocketMQ's session
+    /// credentials). Given together with `secretKey`; default none, and
+    /// requests go unsigned.
+    pub access_key: Option<String>,
+    /// Secret key (the user's password) of `accessKey`, which the requests'
+    /// signatures are made with. Given together with `accessKey`; default
+    /// none. `Debug` shows it as `<hidden>`.
+    pub secret_key: Option<Secret>,
+    /// Session token sent along with every signed request
+    /// (`SecurityToken`). Only with `accessKey` and `secretKey`; default
+    /// none.
+    pub security_token: Option<Secret>,
 }
 
 impl Default for ConsumerConfig {
@@ -197,6 +211,9 @@ impl Default for ConsumerConfig {
             pull_time_delay_when_flow_control: Duration::from_millis(50),
             pull_time_delay_when_exception: Duration::from_secs(3),
             await_termination_when_shutdown: Duration::from_secs(10),
+            access_key: None,
+            secret_key: None,
+            security_token: None,
         }
     }
 }
@@ -346,7 +363,28 @@ impl ConsumerConfig {
                 return invalid(key, "0".to_owned(), "more than 0 ms");
             }
         }
+        self.credentials()?;
         Ok(())
+    }
+
+    /// The credentials of `accessKey`, `secretKey` and `securityToken` that
+    /// sign every request; `None` when neither key is given.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Config`] when only one of `accessKey` and
+    /// `secretKey` is given (the error names both), or `securityToken`
+    /// comes without them.
+    pub fn credentials(&self) -> Result<Option<Credentials>, ConsumerError> {
+        client_core::credentials(
+            self.access_key.as_deref(),
+            self.secret_key.as_ref(),
+            self.security_token.as_ref(),
+        )
+        .map_err(|e| ConsumerError::Config {
+            key: e.key,
+            value: e.value,
+            allowed: e.allowed,
+        })
     }
 }
 
@@ -408,5 +446,42 @@ mod tests {
         assert!(c.validate().is_ok());
         let unknown = serde_json::from_str::<ConsumerConfig>(r#"{"suspendTimeout": 1}"#);
         assert!(unknown.unwrap_err().to_string().contains("suspendTimeout"));
+    }
+    #[test]
+    fn access_keys_deserialize_with_rocketmq_names_and_sign_together() {
+        let c: ConsumerConfig = serde_json::from_str(
+            r#"{"namesrvAddr": "a:1", "consumerGroup": "G",
+                "accessKey": "alice", "secretKey": "pw", "securityToken": "t0k3n"}"#,
+        )
+        .unwrap();
+        assert!(c.validate().is_ok());
+        let credentials = c.credentials().unwrap().unwrap();
+        assert_eq!(credentials.access_key, "alice");
+        assert_eq!(credentials.secret_key, "pw");
+        assert_eq!(credentials.security_token.as_deref(), Some("t0k3n"));
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("\"pw\"") && !shown.contains("t0k3n"),
+            "{shown}"
+        );
+        assert_eq!(ConsumerConfig::new("a:1", "G").credentials().unwrap(), None);
+    }
+
+    #[test]
+    fn an_access_key_without_its_secret_or_the_reverse_is_refused_naming_both() {
+        for keys in [
+            r#"{"namesrvAddr": "a:1", "consumerGroup": "G", "accessKey": "alice"}"#,
+            r#"{"namesrvAddr": "a:1", "consumerGroup": "G", "secretKey": "pw"}"#,
+        ] {
+            let c: ConsumerConfig = serde_json::from_str(keys).unwrap();
+            let err = c.validate().unwrap_err();
+            assert!(matches!(err, ConsumerError::Config { .. }), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("accessKey") && text.contains("secretKey"),
+                "{text}"
+            );
+            assert!(!text.contains("pw"), "{text}");
+        }
     }
 }

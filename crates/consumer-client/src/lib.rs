@@ -68,6 +68,12 @@
 //! `orderly` module); with `messageModel=BROADCASTING` every member owns every
 //! queue and keeps its offsets in a local file.
 //!
+//! # Access control
+//! With `accessKey` and `secretKey` (and optionally `securityToken`) in the
+//! [`ConsumerConfig`], every request either consumer sends, to name servers
+//! and brokers alike, is signed as RocketMQ's access control expects;
+//! without them requests go unsigned.
+//!
 //! # Invariants worth naming
 //! - A released queue's offset is committed once, after its pull task
 //!   stopped, and no later handler result can move it again.

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use remoting_net::ClientOptions;
+
 use crate::{
     api::{Api, PullSpec},
     ConsumerConfig, ConsumerError, MessageExt, MessageQueue,
@@ -75,7 +77,15 @@ impl PullConsumer {
     /// [`ConsumerError::Config`].
     pub async fn start(config: ConsumerConfig) -> Result<Self, ConsumerError> {
         config.validate()?;
-        let api = Api::new(config.namesrv_addr.clone(), config.mq_client_api_timeout);
+        let options = ClientOptions {
+            credentials: config.credentials()?,
+            ..ClientOptions::default()
+        };
+        let api = Api::with_options(
+            config.namesrv_addr.clone(),
+            config.mq_client_api_timeout,
+            options,
+        );
         Ok(Self { config, api })
     }
 

@@ -163,6 +163,7 @@ impl PushConsumer {
                 &config.consumer_group,
                 Arc::clone(&rebalance_now),
             )),
+            credentials: config.credentials()?,
             ..ClientOptions::default()
         };
         let inner = Arc::new(Inner {

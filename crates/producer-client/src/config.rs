@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use client_core::{addr_list, millis, split_addrs};
-use remoting_protocol::AUTO_CREATE_TOPIC;
+use client_core::{addr_list, millis, split_addrs, Secret};
+use remoting_protocol::{acl::Credentials, AUTO_CREATE_TOPIC};
 use serde::{Deserialize, Serialize};
 
 use crate::ProducerError;
@@ -81,6 +81,19 @@ pub struct ProducerConfig {
     /// What to do when a broker answers `SYSTEM_BUSY`. Default
     /// [`BusyPolicy::default`].
     pub busy_policy: BusyPolicy,
+    /// Access key (the user name) that signs every request the producer
+    /// sends, to brokers and name servers alike (RocketMQ's session
+    /// credentials). Given together with `secretKey`; default none, and
+    /// requests go unsigned.
+    pub access_key: Option<String>,
+    /// Secret key (the user's password) of `accessKey`, which the requests'
+    /// signatures are made with. Given together with `accessKey`; default
+    /// none. `Debug` shows it as `<hidden>`.
+    pub secret_key: Option<Secret>,
+    /// Session token sent along with every signed request
+    /// (`SecurityToken`). Only with `accessKey` and `secretKey`; default
+    /// none.
+    pub security_token: Option<Secret>,
 }
 
 impl Default for ProducerConfig {
@@ -104,6 +117,9 @@ impl Default for ProducerConfig {
             compress_msg_body_over_howmuch: 4096,
             enable_backpressure_for_async_mode: false,
             busy_policy: BusyPolicy::default(),
+            access_key: None,
+            secret_key: None,
+            security_token: None,
         }
     }
 }
@@ -202,7 +218,28 @@ impl ProducerConfig {
         if self.create_topic_key.is_empty() {
             return invalid("createTopicKey", String::new(), "a topic name");
         }
+        self.credentials()?;
         self.busy_policy.validate()
+    }
+
+    /// The credentials of `accessKey`, `secretKey` and `securityToken` that
+    /// sign every request; `None` when neither key is given.
+    ///
+    /// # Errors
+    /// [`ProducerError::Config`] when only one of `accessKey` and
+    /// `secretKey` is given (the error names both), or `securityToken`
+    /// comes without them.
+    pub fn credentials(&self) -> Result<Option<Credentials>, ProducerError> {
+        client_core::credentials(
+            self.access_key.as_deref(),
+            self.secret_key.as_ref(),
+            self.security_token.as_ref(),
+        )
+        .map_err(|e| ProducerError::Config {
+            key: e.key,
+            value: e.value,
+            allowed: e.allowed,
+        })
     }
 }
 
@@ -400,5 +437,50 @@ mod tests {
             MapDeserializer::new([("sendMsgTimeoutMs", 1_u64)].into_iter());
         let err = ProducerConfig::deserialize(unknown).unwrap_err();
         assert!(err.to_string().contains("sendMsgTimeoutMs"), "{err}");
+    }
+
+    #[test]
+    fn access_keys_deserialize_with_rocketmq_names_and_sign_together() {
+        let c: ProducerConfig = serde_json::from_str(
+            r#"{"namesrvAddr": "a:1", "accessKey": "alice", "secretKey": "pw",
+                "securityToken": "t0k3n"}"#,
+        )
+        .unwrap();
+        assert!(c.validate().is_ok());
+        let credentials = c.credentials().unwrap().unwrap();
+        assert_eq!(credentials.access_key, "alice");
+        assert_eq!(credentials.secret_key, "pw");
+        assert_eq!(credentials.security_token.as_deref(), Some("t0k3n"));
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("\"pw\"") && !shown.contains("t0k3n"),
+            "{shown}"
+        );
+        assert_eq!(
+            ProducerConfig::with_namesrv("a:1").credentials().unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn an_access_key_without_its_secret_or_the_reverse_is_refused_naming_both() {
+        let only_access = ProducerConfig {
+            access_key: Some("alice".into()),
+            ..ProducerConfig::with_namesrv("a:1")
+        };
+        let only_secret = ProducerConfig {
+            secret_key: Some("pw".into()),
+            ..ProducerConfig::with_namesrv("a:1")
+        };
+        for c in [only_access, only_secret] {
+            let err = c.validate().unwrap_err();
+            assert!(matches!(err, ProducerError::Config { .. }), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("accessKey") && text.contains("secretKey"),
+                "{text}"
+            );
+            assert!(!text.contains("pw"), "{text}");
+        }
     }
 }

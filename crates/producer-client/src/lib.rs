@@ -52,6 +52,12 @@
 //! registers its group at start with the brokers of the topics it names,
 //! and with a broker before ending a half sent to it.
 //!
+//! # Access control
+//! With `accessKey` and `secretKey` (and optionally `securityToken`) in the
+//! [`ProducerConfig`], every request the producer sends, to name servers
+//! and brokers alike, is signed as RocketMQ's access control expects;
+//! without them requests go unsigned.
+//!
 //! # Invariants worth naming
 //! - No send outlives its budget (`sendMsgTimeout`): permit wait, route
 //!   lookup, attempts and back-off pauses all come out of it.

@@ -56,13 +56,15 @@ impl Producer {
     /// [`Producer::start`] with the connections' settings, such as the
     /// server of brokers' requests, and topics whose brokers are registered
     /// with from the start: their routes are looked up and every broker of
-    /// a cached route heartbeaten before this returns.
+    /// a cached route heartbeaten before this returns. The configuration's
+    /// credentials, if any, sign every request.
     pub(crate) async fn start_with(
         config: ProducerConfig,
-        options: ClientOptions,
+        mut options: ClientOptions,
         registration_topics: Vec<String>,
     ) -> Result<Self, ProducerError> {
         config.validate()?;
+        options.credentials = config.credentials()?;
         let ip = local_ip(&config.namesrv_addr[0]).await;
         let budget = match config.busy_policy {
             BusyPolicy::Never => None,

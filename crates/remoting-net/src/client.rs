@@ -7,7 +7,10 @@ use std::{
     time::Duration,
 };
 
-use remoting_protocol::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
+use remoting_protocol::{
+    acl::{self, Credentials},
+    RemotingCommand, DEFAULT_MAX_FRAME_LEN,
+};
 use thiserror::Error;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
@@ -64,6 +67,12 @@ pub struct ClientOptions {
     pub on_request: Option<ServerRequests>,
     /// TLS for every connection (RocketMQ's `useTLS`); `None`: plain.
     pub tls: Option<ClientTls>,
+    /// Signs every request this client sends (RocketMQ's session
+    /// credentials, as its `AclClientRPCHook` signs them): `AccessKey`,
+    /// `SecurityToken` if any, and `Signature` are added last, over every
+    /// other ext field and the body. Responses to a server's requests are
+    /// not signed. `None` sends requests unsigned.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for ClientOptions {
@@ -73,6 +82,7 @@ impl Default for ClientOptions {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             on_request: None,
             tls: None,
+            credentials: None,
         }
     }
 }
@@ -103,6 +113,8 @@ pub struct ClientConnection {
     tx: mpsc::UnboundedSender<RemotingCommand>,
     pending: Pending,
     cancel: CancellationToken,
+    /// What every request is signed with, if anything.
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl ClientConnection {
@@ -157,6 +169,7 @@ impl ClientConnection {
             tx,
             pending: Arc::clone(&pending),
             cancel: cancel.clone(),
+            credentials: options.credentials.clone().map(Arc::new),
         });
         let max = options.max_frame_len;
         let writer_cancel = cancel.clone();
@@ -211,15 +224,17 @@ impl ClientConnection {
         conn
     }
 
-    /// Sends a request and waits for its response.
+    /// Sends a request and waits for its response; with credentials, the
+    /// request is signed first.
     ///
     /// # Errors
     /// [`ClientError::Timeout`] or [`ClientError::ConnectionClosed`].
     pub async fn invoke(
         &self,
-        request: RemotingCommand,
+        mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, ClientError> {
+        self.sign(&mut request);
         let opaque = request.opaque;
         let (tx, rx) = oneshot::channel();
         self.pending
@@ -250,16 +265,25 @@ impl ClientConnection {
         }
     }
 
-    /// Sends a oneway request.
+    /// Sends a oneway request; with credentials, signed first.
     ///
     /// # Errors
     /// [`ClientError::ConnectionClosed`].
     pub fn invoke_oneway(&self, mut request: RemotingCommand) -> Result<(), ClientError> {
         request.mark_oneway();
+        self.sign(&mut request);
         if self.is_closed() || self.tx.send(request).is_err() {
             return Err(self.closed());
         }
         Ok(())
+    }
+
+    /// Signs `request` with the connection's credentials, if it has any:
+    /// the last change before it is queued for encoding.
+    fn sign(&self, request: &mut RemotingCommand) {
+        if let Some(credentials) = &self.credentials {
+            acl::sign(request, credentials);
+        }
     }
 
     /// Requests waiting for a response.

@@ -34,6 +34,7 @@ async fn brokers_of_routes(admin: &Admin, topics: &[String]) -> Result<Vec<Strin
     Ok(brokers.into_iter().collect())
 }
 
+mod acls;
 mod cluster;
 mod config;
 mod connections;
@@ -44,7 +45,10 @@ mod query;
 mod reset;
 mod topic_delete;
 mod topics;
+mod users;
 
+#[cfg(test)]
+mod auth_tests;
 #[cfg(test)]
 mod message_tests;
 #[cfg(test)]
@@ -52,6 +56,7 @@ mod query_tests;
 #[cfg(test)]
 mod tests;
 
+pub use acls::*;
 pub use cluster::*;
 pub use config::*;
 pub use connections::*;
@@ -62,3 +67,4 @@ pub use query::*;
 pub use reset::*;
 pub use topic_delete::*;
 pub use topics::*;
+pub use users::*;

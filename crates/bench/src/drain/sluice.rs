@@ -48,11 +48,14 @@ pub(super) async fn fill_sluice(
     deadline: Instant,
 ) -> Result<Measured> {
     make_topic(t, deadline).await?;
+    let (access_key, secret_key) = keys_of(t.credentials.as_ref());
     let producer = Producer::start(ProducerConfig {
         send_msg_timeout: SEND_TIMEOUT,
         retry_times_when_send_failed: 0,
         retry_times_when_send_async_failed: 0,
         busy_policy: BusyPolicy::Never,
+        access_key,
+        secret_key,
         ..ProducerConfig::with_namesrv(&t.namesrv)
     })
     .await
@@ -151,19 +154,28 @@ async fn make_topic(t: &SluiceTarget, deadline: Instant) -> Result<()> {
                 .into_iter()
                 .next()
                 .context("no name server given")?;
-            let mut addrs: Vec<String> = route::lookup(&namesrv, &t.topic, t.queues, ADMIN_TIMEOUT)
-                .await
-                .with_context(|| format!("find the brokers for topic {}", t.topic))?
-                .into_iter()
-                .map(|d| d.addr)
-                .collect();
+            let credentials = t.credentials.as_ref();
+            let mut addrs: Vec<String> =
+                route::lookup(&namesrv, &t.topic, t.queues, ADMIN_TIMEOUT, credentials)
+                    .await
+                    .with_context(|| format!("find the brokers for topic {}", t.topic))?
+                    .into_iter()
+                    .map(|d| d.addr)
+                    .collect();
             addrs.sort();
             addrs.dedup();
             addrs
         }
     };
     for broker in &brokers {
-        route::create_topic(broker, &t.topic, t.queues, ADMIN_TIMEOUT).await?;
+        route::create_topic(
+            broker,
+            &t.topic,
+            t.queues,
+            ADMIN_TIMEOUT,
+            t.credentials.as_ref(),
+        )
+        .await?;
     }
     let want = brokers
         .len()
@@ -174,7 +186,7 @@ async fn make_topic(t: &SluiceTarget, deadline: Instant) -> Result<()> {
 /// Asks the name server until it lists at least `want` writable queues of
 /// the topic, or `deadline`.
 async fn wait_for_route(t: &SluiceTarget, want: usize, deadline: Instant) -> Result<()> {
-    let client = RemotingClient::new(ClientOptions::default());
+    let client = RemotingClient::new(route::signed_by(t.credentials.as_ref()));
     let name_servers = NameServers::new(split_addrs(&t.namesrv));
     let outcome = async {
         loop {

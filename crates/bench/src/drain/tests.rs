@@ -14,6 +14,7 @@ fn sluice() -> SluiceTarget {
         pull_batch: None,
         consume_threads: None,
         consume_batch: None,
+        credentials: None,
     }
 }
 
