@@ -224,20 +224,21 @@ impl Metadata {
             .collect()
     }
 
-    /// Creates or extends a subject's ACL (`replace`: creates it or
-    /// replaces it whole). The subject's user must exist.
+    /// Creates a subject's ACL or adds the body's entries to it, each
+    /// replacing the entries of the same policy type and resource. The
+    /// subject's user must exist.
     ///
     /// # Errors
     /// The body is not valid, or names a user that does not exist.
-    pub fn put_acl(&mut self, info: &AclInfo, replace: bool) -> Result<(), AuthError> {
+    pub fn put_acl(&mut self, info: &AclInfo) -> Result<(), AuthError> {
         let acl = Acl::from_info(info)?;
         let name = acl
             .subject
             .trim_start_matches(crate::model::USER_SUBJECT_PREFIX);
         self.user(name)?;
         match self.acls.get_mut(&acl.subject) {
-            Some(existing) if !replace => existing.merge(acl),
-            _ => {
+            Some(existing) => existing.merge(acl),
+            None => {
                 self.acls.insert(acl.subject.clone(), acl);
             }
         }
@@ -401,12 +402,15 @@ mod tests {
     #[test]
     fn entries_allow_their_actions_on_their_resources_from_their_sources() {
         let mut m = with_alice();
-        m.put_acl(
-            &entry("Custom", "Topic:ord*", &["Pub"], &["127.0.0.0/8"], "Allow"),
-            false,
-        )
+        m.put_acl(&entry(
+            "Custom",
+            "Topic:ord*",
+            &["Pub"],
+            &["127.0.0.0/8"],
+            "Allow",
+        ))
         .unwrap();
-        m.put_acl(&entry("Custom", "Group:g1", &["All"], &[], "Allow"), false)
+        m.put_acl(&entry("Custom", "Group:g1", &["All"], &[], "Allow"))
             .unwrap();
         assert!(may(
             &m,
@@ -426,18 +430,12 @@ mod tests {
     #[test]
     fn the_most_specific_entry_decides_and_deny_wins_a_tie() {
         let mut m = with_alice();
-        m.put_acl(&entry("Custom", "Topic:*", &["Pub"], &[], "Allow"), false)
+        m.put_acl(&entry("Custom", "Topic:*", &["Pub"], &[], "Allow"))
             .unwrap();
-        m.put_acl(
-            &entry("Custom", "Topic:secret*", &["Pub"], &[], "Deny"),
-            false,
-        )
-        .unwrap();
-        m.put_acl(
-            &entry("Custom", "Topic:secret-ok", &["Pub"], &[], "Allow"),
-            false,
-        )
-        .unwrap();
+        m.put_acl(&entry("Custom", "Topic:secret*", &["Pub"], &[], "Deny"))
+            .unwrap();
+        m.put_acl(&entry("Custom", "Topic:secret-ok", &["Pub"], &[], "Allow"))
+            .unwrap();
         let pubs = |t: &str| may(&m, Requirement::new(Resource::topic(t), PUB), local());
         assert!(pubs("plain").is_ok());
         let err = pubs("secret-x").unwrap_err().to_string();
@@ -449,17 +447,19 @@ mod tests {
         // Same pattern, allow and deny from different sources: where both
         // apply, deny wins.
         let mut tie = with_alice();
-        tie.put_acl(&entry("Custom", "Topic:t", &["Pub"], &[], "Allow"), false)
+        tie.put_acl(&entry("Custom", "Topic:t", &["Pub"], &[], "Allow"))
+            .unwrap();
+        tie.put_acl(&entry("Custom", "Topic:t", &["Sub"], &[], "Allow"))
             .unwrap();
         let mut deny = entry("Custom", "Topic:t", &["Pub"], &["127.0.0.1"], "Deny");
         deny.policies[0].policy_type = Some("Custom".into());
-        // A second entry of the same resource replaces the first on merge,
-        // so put both in one body.
+        // Entries of one body are added together, replacing those of the
+        // same resource (the two above).
         let mut both = entry("Custom", "Topic:t", &["Pub"], &[], "Allow");
         both.policies[0]
             .entries
             .push(deny.policies[0].entries[0].clone());
-        tie.put_acl(&both, true).unwrap();
+        tie.put_acl(&both).unwrap();
         assert!(may(&tie, Requirement::new(Resource::topic("t"), PUB), local()).is_err());
         let far: IpAddr = "10.0.0.1".parse().unwrap();
         assert!(may(&tie, Requirement::new(Resource::topic("t"), PUB), far).is_ok());
@@ -468,13 +468,10 @@ mod tests {
     #[test]
     fn default_entries_apply_only_where_no_custom_one_matches() {
         let mut m = with_alice();
-        m.put_acl(&entry("Default", "*", &["All"], &[], "Allow"), false)
+        m.put_acl(&entry("Default", "*", &["All"], &[], "Allow"))
             .unwrap();
-        m.put_acl(
-            &entry("Custom", "Topic:locked", &["Pub"], &[], "Deny"),
-            false,
-        )
-        .unwrap();
+        m.put_acl(&entry("Custom", "Topic:locked", &["Pub"], &[], "Deny"))
+            .unwrap();
         assert!(may(&m, Requirement::new(Resource::topic("free"), PUB), local()).is_ok());
         assert!(may(
             &m,
@@ -489,17 +486,14 @@ mod tests {
         let mut m = with_alice();
         assert!(m.create_user(&user("alice", "Normal")).is_err(), "exists");
         assert!(m
-            .put_acl(
-                &AclInfo {
-                    subject: "User:ghost".into(),
-                    ..entry("Custom", "*", &["All"], &[], "Allow")
-                },
-                false
-            )
+            .put_acl(&AclInfo {
+                subject: "User:ghost".into(),
+                ..entry("Custom", "*", &["All"], &[], "Allow")
+            })
             .is_err());
-        m.put_acl(&entry("Custom", "Topic:t", &["Pub"], &[], "Allow"), false)
+        m.put_acl(&entry("Custom", "Topic:t", &["Pub"], &[], "Allow"))
             .unwrap();
-        m.put_acl(&entry("Default", "Group:g", &["Sub"], &[], "Deny"), false)
+        m.put_acl(&entry("Default", "Group:g", &["Sub"], &[], "Deny"))
             .unwrap();
         let users = serde_json::to_string(&m.users_document()).unwrap();
         let acls = serde_json::to_string(&m.acls_document()).unwrap();

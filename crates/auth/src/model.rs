@@ -59,6 +59,7 @@ impl User {
         let username = required(info.username.as_deref(), "username")?;
         check_name(username)?;
         let password = required(info.password.as_deref(), "password")?;
+        check_password(password)?;
         Ok(Self {
             username: username.to_owned(),
             password: password.to_owned(),
@@ -74,6 +75,7 @@ impl User {
     pub fn updated(&self, info: &UserInfo) -> Result<Self, AuthError> {
         let mut user = self.clone();
         if let Some(password) = info.password.as_deref().filter(|p| !p.is_empty()) {
+            check_password(password)?;
             password.clone_into(&mut user.password);
         }
         if let Some(kind) = user_type(info.user_type.as_deref())? {
@@ -107,6 +109,18 @@ fn required<'a>(value: Option<&'a str>, key: &str) -> Result<&'a str, AuthError>
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| AuthError::Invalid(format!("{key} is required")))
+}
+
+/// HMAC pads short keys with zero bytes, so a password with a NUL byte
+/// would share its signatures with another; such passwords are refused.
+fn check_password(password: &str) -> Result<(), AuthError> {
+    if password.contains('\0') {
+        Err(AuthError::Invalid(
+            "a password may not contain NUL characters".into(),
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn check_name(name: &str) -> Result<(), AuthError> {
@@ -321,14 +335,16 @@ impl Acl {
         Ok(Self { subject, entries })
     }
 
-    /// Adds `other`'s entries, each replacing an entry of the same policy
-    /// type and resource.
+    /// Adds `other`'s entries; those it has replace every entry of the same
+    /// policy type and resource.
     pub fn merge(&mut self, other: Acl) {
-        for entry in other.entries {
-            self.entries
-                .retain(|e| !(e.policy == entry.policy && e.resource == entry.resource));
-            self.entries.push(entry);
-        }
+        self.entries.retain(|e| {
+            !other
+                .entries
+                .iter()
+                .any(|o| o.policy == e.policy && o.resource == e.resource)
+        });
+        self.entries.extend(other.entries);
     }
 
     /// The ACL as an admin body: one policy per type that has entries.
@@ -401,6 +417,13 @@ mod tests {
         })
         .unwrap_err();
         assert!(bad.to_string().contains("\"a b\""), "{bad}");
+        let nul = User::from_info(&UserInfo {
+            username: Some("c".into()),
+            password: Some("pw\0".into()),
+            ..UserInfo::default()
+        })
+        .unwrap_err();
+        assert!(nul.to_string().contains("NUL"), "{nul}");
         let updated = user
             .updated(&UserInfo {
                 user_status: Some("DISABLE".into()),

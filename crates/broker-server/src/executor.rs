@@ -28,7 +28,7 @@ use std::{
 
 use flow_control::{Admission, OverQuota, QuotaScope, Reason, RequestQueue};
 use remoting_net::{Connection, Handler};
-use remoting_protocol::{RemotingCommand, RequestCode};
+use remoting_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::{
     processor,
@@ -65,9 +65,10 @@ fn admit_or_serve(state: &BrokerState, reply: Reply, request: RemotingCommand, m
         return;
     };
     if let Reply::Remoting(conn) = &reply {
-        if let Err(refusal) = state.access.check(&request, conn.peer().ip()) {
+        if let Err(e) = state.access.check(&request, conn.peer().ip()) {
+            tracing::debug!(code = request.code, peer = %conn.peer(), reason = %e, "request refused by access control");
             if !request.is_oneway() {
-                reply.send(refusal.answer(&request));
+                reply.send(request.response_to(ResponseCode::NO_PERMISSION, Some(e.to_string())));
             }
             return;
         }

@@ -92,9 +92,14 @@ pub enum BrokerError {
     },
 }
 
-/// The remoting port's TLS (`tlsServerMode` and its files), read now;
-/// `None` when disabled. With it, SIGHUP reads the files again.
-fn remoting_tls(b: &config::BrokerSection) -> Result<Option<Arc<ServerTls>>, BrokerError> {
+/// A port's TLS (`tlsServerMode` and its files), read now, offering the
+/// application protocols `alpn`; `None` when disabled. With it, SIGHUP
+/// reads the files again. `port` names the port in errors and logs.
+fn server_tls(
+    b: &config::BrokerSection,
+    port: &str,
+    alpn: Vec<Vec<u8>>,
+) -> Result<Option<Arc<ServerTls>>, BrokerError> {
     let mode = b.tls_mode()?;
     if mode == TlsMode::Disabled {
         return Ok(None);
@@ -103,15 +108,15 @@ fn remoting_tls(b: &config::BrokerSection) -> Result<Option<Arc<ServerTls>>, Bro
     let (Some(cert), Some(key)) = (&b.tls_server_cert_path, &b.tls_server_key_path) else {
         return Ok(None);
     };
-    let tls = ServerTls::from_pem_files(mode, Path::new(cert), Path::new(key)).map_err(|e| {
+    let tls = ServerTls::with_alpn(mode, Path::new(cert), Path::new(key), alpn).map_err(|e| {
         BrokerError::Io {
-            what: "set up TLS on the remoting port (tlsServerCertPath, tlsServerKeyPath)".into(),
+            what: format!("set up TLS on the {port} port (tlsServerCertPath, tlsServerKeyPath)"),
             source: std::io::Error::other(e),
         }
     })?;
     let tls = Arc::new(tls);
     reload_on_sighup(Arc::downgrade(&tls));
-    tracing::info!(mode = %mode, cert, key, "TLS on the remoting port");
+    tracing::info!(mode = %mode, cert, key, port, "TLS on");
     Ok(Some(tls))
 }
 
@@ -182,7 +187,9 @@ impl Broker {
         let b = config.broker.clone();
         // The TLS files are read first: a bad one stops the start before
         // anything is opened.
-        let tls = remoting_tls(&b)?;
+        let tls = server_tls(&b, "remoting", Vec::new())?;
+        // gRPC over TLS negotiates HTTP/2 by ALPN.
+        let grpc_tls = server_tls(&b, "gRPC", vec![b"h2".to_vec()])?;
         // Validated with the configuration.
         let bind: std::net::IpAddr = b
             .bind_address
@@ -192,7 +199,11 @@ impl Broker {
 
         let shutdown = CancellationToken::new();
         if b.metrics_listen_port != 0 {
-            let addr = bind_to(b.metrics_listen_port);
+            let addr = match b.metrics_bind_address.as_deref().map(str::parse) {
+                // Validated with the configuration.
+                Some(Ok(ip)) => SocketAddr::new(ip, b.metrics_listen_port),
+                _ => bind_to(b.metrics_listen_port),
+            };
             match TcpListener::bind(addr).await {
                 Ok(listener) => {
                     let limits =
@@ -421,9 +432,19 @@ impl Broker {
         )));
         let grpc_task = grpc_listener.map(|l| {
             let limits = ConnectionLimits::new(b.max_connections, b.max_connections_per_address);
-            tokio::spawn(grpc::serve(l, limits, Arc::clone(&state), shutdown.clone()))
+            tokio::spawn(grpc::serve(
+                l,
+                limits,
+                grpc_tls,
+                Arc::clone(&state),
+                shutdown.clone(),
+            ))
         });
-        let client = Arc::new(RemotingClient::new(ClientOptions::default()));
+        // The broker signs its registrations with its own credentials.
+        let client = Arc::new(RemotingClient::new(ClientOptions {
+            credentials: config.auth.inner_credentials()?,
+            ..ClientOptions::default()
+        }));
         let broker_addr = store_host.to_string();
         registration::register_all(&state, &client, &broker_addr).await;
         tasks.push(tokio::spawn(registration::run(

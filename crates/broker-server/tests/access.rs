@@ -305,3 +305,54 @@ async fn with_authentication_off_anyone_is_served_and_users_can_be_prepared() {
     assert!(missing.body.is_empty());
     b.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_brokers_with_the_cluster_credentials_register_on_a_guarded_name_server() {
+    let cluster = r#"{"accessKey":"cluster","secretKey":"cluster-secret"}"#;
+    let a = TestBroker::start(&[
+        ("authenticationEnabled", "true"),
+        ("innerClientAuthenticationCredentials", cluster),
+    ])
+    .await;
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let join = |dir: &std::path::Path, name: &'static str, credentials: &'static str| {
+        let namesrv = a.namesrv.clone();
+        let dir = dir.to_path_buf();
+        async move {
+            broker_server::testing::start_broker(
+                &dir,
+                &[
+                    ("brokerName", name),
+                    ("embeddedNamesrv", "false"),
+                    ("namesrvAddr", namesrv.as_str()),
+                    ("innerClientAuthenticationCredentials", credentials),
+                ],
+            )
+            .await
+            .unwrap()
+        }
+    };
+    // Each start returns after its first registration was answered.
+    let wrong = join(
+        dirs[0].path(),
+        "broker-wrong",
+        r#"{"accessKey":"cluster","secretKey":"guess"}"#,
+    )
+    .await;
+    let right = join(dirs[1].path(), "broker-right", cluster).await;
+    let info = a
+        .client
+        .invoke(
+            &a.namesrv,
+            RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO),
+            std::time::Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    let info: remoting_protocol::body::ClusterInfo = body::from_json(&info.body).unwrap();
+    let names: Vec<&str> = info.broker_addr_table.keys().map(String::as_str).collect();
+    assert_eq!(names, ["broker-a", "broker-right"]);
+    wrong.shutdown().await;
+    right.shutdown().await;
+    a.broker.shutdown().await;
+}

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{scrape, send_request, TestBroker};
+use common::{scrape_at, send_request, TestBroker};
 use remoting_protocol::ResponseCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,6 +15,8 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
     let port_text = port.to_string();
     let b = TestBroker::start(&[
         ("metricsListenPort", port_text.as_str()),
+        // Bound apart from the other listeners (on 0.0.0.0).
+        ("metricsBindAddress", "127.0.0.2"),
         ("sendMessageThreadPoolNums", "1"),
         ("sendThreadPoolQueueCapacity", "1"),
         ("faultPutLockDelayMills", "50"),
@@ -76,13 +78,15 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
     // The gauges are refreshed once a second: scrape until they have been.
     let deadline = Instant::now() + Duration::from_secs(10);
     let text = loop {
-        let text = scrape(port).await;
+        let text = scrape_at("127.0.0.2", port).await;
         if needles.iter().all(|n| text.contains(n)) || Instant::now() >= deadline {
             break text;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let elsewhere = tokio::net::TcpStream::connect(("127.0.0.1", port)).await;
+    assert!(elsewhere.is_err(), "the metrics port answers on 127.0.0.1");
     for needle in needles {
         assert!(text.contains(needle), "missing {needle} in:\n{text}");
     }
@@ -115,7 +119,7 @@ async fn metrics_endpoint_reports_requests_rejections_and_store_figures() {
     let zero = "sluice_quota_limit{topic=\"Capped\",unit=\"messages\"} 0";
     let deadline = Instant::now() + Duration::from_secs(10);
     let text = loop {
-        let text = scrape(port).await;
+        let text = scrape_at("127.0.0.2", port).await;
         if text.contains(zero) || Instant::now() >= deadline {
             break text;
         }

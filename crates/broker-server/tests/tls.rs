@@ -66,6 +66,73 @@ async fn an_enforcing_port_answers_tls_clients_only_and_a_permissive_one_both() 
     b.broker.shutdown().await;
 }
 
+/// A QueryRoute on the broker's gRPC port, over TLS trusting `ca` (PEM
+/// file) or plain h2c; `Err` when the call cannot be made.
+async fn grpc_route(b: &TestBroker, ca: Option<&str>) -> Result<i32, tonic::Status> {
+    use grpc_protocol::{
+        v2::{QueryRouteRequest, Resource},
+        MessagingServiceClient,
+    };
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+    let port = b.broker.grpc_addr().unwrap().port();
+    let channel = match ca {
+        Some(ca) => Channel::from_shared(format!("https://127.0.0.1:{port}"))
+            .unwrap()
+            .tls_config(
+                ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(std::fs::read(ca).unwrap()))
+                    .domain_name("127.0.0.1"),
+            )
+            .unwrap(),
+        None => Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap(),
+    };
+    let channel = channel
+        .connect_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut request = tonic::Request::new(QueryRouteRequest {
+        topic: Some(Resource {
+            resource_namespace: String::new(),
+            name: "TlsTopic".into(),
+        }),
+        endpoints: None,
+    });
+    request
+        .metadata_mut()
+        .insert("x-mq-client-id", "tls-test@1#1".parse().unwrap());
+    let answer = MessagingServiceClient::new(channel)
+        .query_route(request)
+        .await?;
+    Ok(answer.into_inner().status.unwrap().code)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grpc_port_follows_the_tls_mode_with_h2c_and_tls_on_one_permissive_port() {
+    let certs = tempfile::tempdir().unwrap();
+    let (crt, key) = certificate(certs.path());
+    let settings = |mode| {
+        [
+            ("tlsServerMode", mode),
+            ("tlsServerCertPath", crt.as_str()),
+            ("tlsServerKeyPath", key.as_str()),
+        ]
+    };
+    let ok = grpc_protocol::v2::Code::Ok as i32;
+    let b = TestBroker::start(&settings("permissive")).await;
+    assert_eq!(grpc_route(&b, Some(&crt)).await.unwrap(), ok);
+    assert_eq!(grpc_route(&b, None).await.unwrap(), ok);
+    b.broker.shutdown().await;
+
+    let b = TestBroker::start(&settings("enforcing")).await;
+    assert_eq!(grpc_route(&b, Some(&crt)).await.unwrap(), ok);
+    assert!(
+        grpc_route(&b, None).await.is_err(),
+        "plain h2c on an enforcing port"
+    );
+    b.broker.shutdown().await;
+}
+
 #[tokio::test]
 async fn tls_settings_that_cannot_work_stop_the_start_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,8 @@
 //!   [`server::Handler`]; responses go back through [`server::Connection::send`],
 //!   callable from any thread.
 //! - [`client::RemotingClient`] keeps one multiplexed connection per address
-//!   and matches responses to requests by `opaque`.
+//!   and matches responses to requests by `opaque`; given credentials, it
+//!   signs every request it sends as RocketMQ's access control expects.
 //! - [`tls`]: a server port's TLS mode (disabled, permissive or enforcing,
 //!   told apart by each connection's first byte) and certificate, and a
 //!   client's trust.
@@ -26,5 +27,8 @@ pub mod tls;
 
 pub use client::{ClientError, ClientOptions, RemotingClient, ServeServerRequest, ServerRequests};
 pub use server::{serve, Connection, ConnectionLimits, ConnectionPermit, Handler, ServerOptions};
-pub use tls::{ClientTls, ServerTls, TlsError, TlsMode};
+pub use tls::{
+    negotiate, sniff, Accepted, ClientTls, Refused, ServerTls, Sniffed, TlsError, TlsMode,
+    TlsServerStream,
+};
 pub use tokio_util::sync::CancellationToken;

@@ -100,6 +100,7 @@ pub struct ServerTls {
     mode: TlsMode,
     cert: PathBuf,
     key: PathBuf,
+    alpn: Vec<Vec<u8>>,
     acceptor: RwLock<TlsAcceptor>,
 }
 
@@ -121,11 +122,26 @@ impl ServerTls {
     /// [`TlsError`] naming the file that cannot be read or the setting that
     /// rustls refuses.
     pub fn from_pem_files(mode: TlsMode, cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        let acceptor = acceptor(cert, key)?;
+        Self::with_alpn(mode, cert, key, Vec::new())
+    }
+
+    /// [`ServerTls::from_pem_files`] offering the application protocols
+    /// `alpn` in the handshake (`h2` for gRPC).
+    ///
+    /// # Errors
+    /// As [`ServerTls::from_pem_files`].
+    pub fn with_alpn(
+        mode: TlsMode,
+        cert: &Path,
+        key: &Path,
+        alpn: Vec<Vec<u8>>,
+    ) -> Result<Self, TlsError> {
+        let acceptor = acceptor(cert, key, &alpn)?;
         Ok(Self {
             mode,
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
+            alpn,
             acceptor: RwLock::new(acceptor),
         })
     }
@@ -141,7 +157,7 @@ impl ServerTls {
     /// # Errors
     /// As [`ServerTls::from_pem_files`].
     pub fn reload(&self) -> Result<(), TlsError> {
-        let fresh = acceptor(&self.cert, &self.key)?;
+        let fresh = acceptor(&self.cert, &self.key, &self.alpn)?;
         *self
             .acceptor
             .write()
@@ -161,17 +177,18 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(ring::default_provider())
 }
 
-fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+fn acceptor(cert: &Path, key: &Path, alpn: &[Vec<u8>]) -> Result<TlsAcceptor, TlsError> {
     let chain = certificates(cert, "certificate chain")?;
     let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Pem {
         what: "private key",
         path: key.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let config = rustls::ServerConfig::builder_with_provider(provider())
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
+    config.alpn_protocols = alpn.to_vec();
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -192,27 +209,64 @@ fn certificates(path: &Path, what: &'static str) -> Result<Vec<CertificateDer<'s
     Ok(certs)
 }
 
+/// What a port in some mode makes of a connection's first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sniffed {
+    /// A plain remoting frame, served as it is.
+    Plain,
+    /// A TLS handshake, served after it completes.
+    Tls,
+    /// A TLS handshake on a port where TLS is disabled: closed.
+    RefusedTls,
+    /// A plain frame on a port where TLS is enforced: closed.
+    RefusedPlain,
+}
+
+/// Tells a TLS handshake (first byte `0x16`) from a plain frame and says
+/// what a port in `mode` does with it.
+pub fn sniff(mode: TlsMode, first: u8) -> Sniffed {
+    match (mode, first == TLS_HANDSHAKE) {
+        (TlsMode::Disabled, true) => Sniffed::RefusedTls,
+        (TlsMode::Enforcing, false) => Sniffed::RefusedPlain,
+        (_, false) => Sniffed::Plain,
+        (_, true) => Sniffed::Tls,
+    }
+}
+
+/// A server's side of a TLS connection.
+pub type TlsServerStream = server::TlsStream<TcpStream>;
+
 /// An accepted connection after the first byte was looked at.
-pub(crate) enum Accepted {
+#[derive(Debug)]
+pub enum Accepted {
+    /// It speaks plain.
     Plain(TcpStream),
-    Tls(Box<server::TlsStream<TcpStream>>),
+    /// It completed a TLS handshake.
+    Tls(Box<TlsServerStream>),
 }
 
 /// Why an accepted connection was closed before its first frame.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
+pub enum Refused {
+    /// A handshake on a port where TLS is disabled.
     #[error("it started a TLS handshake, and TLS is disabled on this port")]
     TlsDisabled,
+    /// No handshake on a port where TLS is enforced.
     #[error("it did not start a TLS handshake, and TLS is enforced on this port")]
     TlsEnforced,
+    /// Nothing arrived within the limit.
     #[error("it sent nothing within {0:?}")]
     Silent(Duration),
+    /// The peer closed first.
     #[error("it closed before sending anything")]
     Closed,
+    /// The handshake failed.
     #[error("the TLS handshake failed: {0}")]
     Handshake(io::Error),
+    /// The handshake took too long.
     #[error("the TLS handshake did not finish within {0:?}")]
     HandshakeTimeout(Duration),
+    /// Reading failed.
     #[error("reading its first byte failed: {0}")]
     Io(io::Error),
 }
@@ -221,7 +275,10 @@ pub(crate) enum Refused {
 /// without end when `None`, as for a plain connection's idle limit) and,
 /// as `tls`'s mode allows, hands it back plain or after a TLS handshake
 /// that must finish within `handshake`.
-pub(crate) async fn negotiate(
+///
+/// # Errors
+/// [`Refused`]: why the connection is to be closed.
+pub async fn negotiate(
     tls: &ServerTls,
     stream: TcpStream,
     silence: Option<Duration>,
@@ -238,11 +295,11 @@ pub(crate) async fn negotiate(
     if peeked == 0 {
         return Err(Refused::Closed);
     }
-    match (tls.mode, first[0] == TLS_HANDSHAKE) {
-        (TlsMode::Disabled, true) => Err(Refused::TlsDisabled),
-        (TlsMode::Enforcing, false) => Err(Refused::TlsEnforced),
-        (_, false) => Ok(Accepted::Plain(stream)),
-        (_, true) => {
+    match sniff(tls.mode, first[0]) {
+        Sniffed::RefusedTls => Err(Refused::TlsDisabled),
+        Sniffed::RefusedPlain => Err(Refused::TlsEnforced),
+        Sniffed::Plain => Ok(Accepted::Plain(stream)),
+        Sniffed::Tls => {
             let session = tokio::time::timeout(handshake, tls.acceptor().accept(stream))
                 .await
                 .map_err(|_| Refused::HandshakeTimeout(handshake))?
@@ -381,6 +438,23 @@ impl ServerCertVerifier for AnyServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_byte_and_the_mode_decide() {
+        use Sniffed::{Plain, RefusedPlain, RefusedTls, Tls};
+        for (mode, handshake, other) in [
+            (TlsMode::Disabled, RefusedTls, Plain),
+            (TlsMode::Permissive, Tls, Plain),
+            (TlsMode::Enforcing, Tls, RefusedPlain),
+        ] {
+            assert_eq!(sniff(mode, 0x16), handshake, "{mode}");
+            // A plain frame starts with its length's high byte: 0 for any
+            // frame under 16 MiB.
+            for first in [0x00, 0x15, 0x17, 0xff] {
+                assert_eq!(sniff(mode, first), other, "{mode} {first:#x}");
+            }
+        }
+    }
 
     #[test]
     fn modes_parse_by_name_ignoring_case_and_name_the_choices_otherwise() {

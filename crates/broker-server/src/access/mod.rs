@@ -22,10 +22,10 @@ use auth::{
     metadata::{AclsDocument, UsersDocument},
     AuthError, Metadata, User,
 };
-use remoting_protocol::{acl, RemotingCommand, ResponseCode};
+use remoting_protocol::{acl, RemotingCommand};
 pub use requirements::requirements;
 
-use crate::{config::AuthSection, persist, processor::Refusal};
+use crate::{config::AuthSection, persist};
 
 /// The broker's users and policies and its authentication settings.
 #[derive(Debug)]
@@ -149,44 +149,79 @@ impl Access {
     }
 
     /// Checks a remoting request from `peer`: `Ok` with its user (`None`
-    /// when authentication is off or the code is whitelisted), or the
-    /// refusal to answer.
-    pub(crate) fn check(
+    /// when authentication is off or the code is whitelisted), or why it is
+    /// refused; the broker answers that `NO_PERMISSION`.
+    ///
+    /// # Errors
+    /// The request is not signed by an enabled user with its secret, or
+    /// its user may not do what it asks.
+    pub fn check(
         &self,
         request: &RemotingCommand,
         peer: IpAddr,
-    ) -> Result<Option<Arc<User>>, Refusal> {
+    ) -> Result<Option<Arc<User>>, AuthError> {
         if !self.authentication || self.authentication_whitelist.contains(&request.code) {
             return Ok(None);
         }
         let metadata = self.metadata();
-        let user = metadata
-            .authenticate(acl::access_key(request))
-            .and_then(|user| {
-                if acl::verify(request, user.password.as_bytes()) {
-                    Ok(user)
-                } else {
-                    Err(AuthError::Unauthenticated(format!(
-                        "the signature of User:{} does not verify: wrong secret key, or the request was changed",
-                        user.username
-                    )))
-                }
-            })
-            .map_err(|e| refusal(request, &e, peer))?;
+        let user = metadata.authenticate(acl::access_key(request))?;
+        if !acl::verify(request, user.password.as_bytes()) {
+            return Err(AuthError::Unauthenticated(format!(
+                "the signature of User:{} does not verify: wrong secret key, or the request was changed",
+                user.username
+            )));
+        }
         if self.authorization && !self.authorization_whitelist.contains(&request.code) {
             for need in requirements(request, &self.cluster) {
-                metadata
-                    .authorize(&user, &need, peer)
-                    .map_err(|e| refusal(request, &e, peer))?;
+                metadata.authorize(&user, &need, peer)?;
             }
         }
         Ok(Some(user))
     }
 }
 
-fn refusal(request: &RemotingCommand, e: &AuthError, peer: IpAddr) -> Refusal {
-    tracing::debug!(code = request.code, %peer, reason = %e, "request refused by access control");
-    Refusal::new(ResponseCode::NO_PERMISSION, e.to_string())
+impl Access {
+    /// Checks a gRPC call from `peer` by its `authorization` and
+    /// `x-mq-date-time` headers, then `needs` (computed only when
+    /// authorization is on): `Ok` when it may go ahead. Calls are checked
+    /// only while authentication is on; an `authorization` header with an
+    /// empty credential (some clients always send one) is anonymous.
+    ///
+    /// # Errors
+    /// Why not, naming the user, the action and the resource.
+    pub(crate) fn check_grpc(
+        &self,
+        authorization: Option<&str>,
+        date_time: Option<&str>,
+        peer: IpAddr,
+        needs: impl FnOnce() -> Vec<auth::Requirement>,
+    ) -> Result<(), AuthError> {
+        if !self.authentication {
+            return Ok(());
+        }
+        let parsed = authorization
+            .map(auth::grpc::Authorization::parse)
+            .transpose()?
+            .flatten();
+        let metadata = self.metadata();
+        let user = metadata.authenticate(parsed.as_ref().map(|a| a.access_key.as_str()))?;
+        let verified = parsed
+            .as_ref()
+            .is_some_and(|a| a.verify(user.password.as_bytes(), date_time.unwrap_or("")));
+        if !verified {
+            return Err(AuthError::Unauthenticated(format!(
+                "the signature of User:{} does not verify: wrong secret key, or {} changed",
+                user.username,
+                auth::grpc::DATE_TIME
+            )));
+        }
+        if self.authorization {
+            for need in needs() {
+                metadata.authorize(&user, &need, peer)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn write_documents(metadata: &Metadata, users: &Path, acls: &Path) -> std::io::Result<()> {

@@ -35,6 +35,10 @@ pub struct BrokerSection {
     pub namesrv_listen_port: u16,
     /// Prometheus `/metrics` port; 0 turns it off. Default 5557.
     pub metrics_listen_port: u16,
+    /// Address the metrics endpoint binds to, so that it can stay on an
+    /// internal interface (it has no authentication). Sluice's. Default:
+    /// `bindAddress`.
+    pub metrics_bind_address: Option<String>,
     /// Port of the RocketMQ 5 gRPC endpoint (plain HTTP/2); 0 turns it off. Default 8081.
     pub grpc_listen_port: u16,
     /// Create a topic on its first send. Default true.
@@ -189,6 +193,7 @@ impl Default for BrokerSection {
             broker_ip1: "127.0.0.1".into(),
             listen_port: 10911,
             bind_address: "0.0.0.0".into(),
+            metrics_bind_address: None,
             namesrv_addr: None,
             embedded_namesrv: true,
             namesrv_listen_port: 9876,
@@ -324,8 +329,10 @@ impl BrokerSection {
             60_000,
             " (ms)",
         )?;
+        let metrics_bind = b.metrics_bind_address.as_ref().unwrap_or(&b.bind_address);
         for (key, text) in [
             ("bindAddress", &b.bind_address),
+            ("metricsBindAddress", metrics_bind),
             ("brokerIP1", &b.broker_ip1),
         ] {
             if text.parse::<IpAddr>().is_err() {

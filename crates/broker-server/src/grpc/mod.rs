@@ -1,6 +1,7 @@
 //! The RocketMQ 5 gRPC endpoint (`apache.rocketmq.v2.MessagingService`) on
-//! `grpcListenPort`: plain HTTP/2 (h2c), served next to the remoting port by
-//! the same broker and the same request path.
+//! `grpcListenPort`: HTTP/2, plain (h2c) or over TLS as `tlsServerMode`
+//! allows, served next to the remoting port by the same broker and the
+//! same request path.
 //!
 //! Every unary answer carries a business status; the gRPC status stays OK
 //! for business outcomes. Only the `x-mq-client-id` header is required
@@ -11,6 +12,7 @@
 //! changes use the POP engine (see [`receive`]). Transactional messages,
 //! their ends and their checks: see [`transaction`].
 
+pub(crate) mod access;
 pub mod limited;
 pub mod message;
 pub mod receive;
@@ -23,7 +25,7 @@ pub mod transaction;
 use std::{sync::Arc, time::Duration};
 
 use grpc_protocol::MessagingServiceServer;
-use remoting_net::{CancellationToken, ConnectionLimits};
+use remoting_net::{CancellationToken, ConnectionLimits, ServerTls};
 use tokio::net::TcpListener;
 
 use crate::state::BrokerState;
@@ -56,6 +58,7 @@ pub(crate) async fn admit_and_wait(
 pub async fn serve(
     listener: TcpListener,
     limits: ConnectionLimits,
+    tls: Option<Arc<ServerTls>>,
     state: Arc<BrokerState>,
     shutdown: CancellationToken,
 ) {
@@ -65,7 +68,7 @@ pub async fn serve(
     let server = MessagingServiceServer::new(service)
         .max_decoding_message_size(max_decode)
         .max_encoding_message_size(usize::MAX);
-    let incoming = limited::incoming(listener, limits, shutdown.clone());
+    let incoming = limited::incoming(listener, limits, tls, shutdown.clone());
     let result = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))

@@ -34,6 +34,7 @@ use tonic::{metadata::MetadataMap, Request, Response, Streaming};
 
 use crate::{
     grpc::{
+        access::{self, Needs},
         receive, send,
         status::{ok, status, RETRY_AFTER_METADATA},
         telemetry, transaction,
@@ -91,6 +92,18 @@ impl GrpcService {
                 port: i32::from(self.port),
             }],
         }
+    }
+
+    /// [`access::gate`] for `request`, with the checks `needs` makes of
+    /// its message.
+    fn gate<T>(
+        &self,
+        request: &Request<T>,
+        needs: impl FnOnce(&T) -> Vec<auth::Requirement>,
+    ) -> Result<String, Status> {
+        access::gate(&self.state, request.metadata(), peer(request).ip(), || {
+            needs(request.get_ref())
+        })
     }
 
     /// The queues `0..count` of a topic on this broker.
@@ -158,7 +171,7 @@ pub fn client_id(metadata: &MetadataMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn client_id_required() -> Status {
+pub(crate) fn client_id_required() -> Status {
     status(
         Code::ClientIdRequired,
         format!("the {CLIENT_ID_HEADER} header is required"),
@@ -213,8 +226,7 @@ impl MessagingService for GrpcService {
             status: Some(st),
             message_queues: queues,
         };
-        if client_id(request.metadata()).is_none() {
-            let st = client_id_required();
+        if let Err(st) = self.gate(&request, |r| r.needs()) {
             return answer("QueryRoute", started, st.code, reply(st, Vec::new()));
         }
         let req = request.into_inner();
@@ -275,10 +287,9 @@ impl MessagingService for GrpcService {
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, tonic::Status> {
         let started = Instant::now();
-        let st = if client_id(request.metadata()).is_some() {
-            ok()
-        } else {
-            client_id_required()
+        let st = match self.gate(&request, |r| r.needs()) {
+            Ok(_) => ok(),
+            Err(st) => st,
         };
         answer(
             "Heartbeat",
@@ -293,17 +304,19 @@ impl MessagingService for GrpcService {
         request: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, tonic::Status> {
         let started = Instant::now();
-        let Some(client) = client_id(request.metadata()) else {
-            let st = client_id_required();
-            return answer(
-                "SendMessage",
-                started,
-                st.code,
-                SendMessageResponse {
-                    status: Some(st),
-                    entries: Vec::new(),
-                },
-            );
+        let client = match self.gate(&request, |r| r.needs()) {
+            Ok(client) => client,
+            Err(st) => {
+                return answer(
+                    "SendMessage",
+                    started,
+                    st.code,
+                    SendMessageResponse {
+                        status: Some(st),
+                        entries: Vec::new(),
+                    },
+                )
+            }
         };
         let from = peer(&request);
         let (body, hint) = send::send(&self.state, from, &client, request.into_inner()).await;
@@ -327,8 +340,7 @@ impl MessagingService for GrpcService {
             status: Some(st),
             assignments,
         };
-        if client_id(request.metadata()).is_none() {
-            let st = client_id_required();
+        if let Err(st) = self.gate(&request, |r| r.needs()) {
             return answer("QueryAssignment", started, st.code, reply(st, Vec::new()));
         }
         let req = request.into_inner();
@@ -375,8 +387,7 @@ impl MessagingService for GrpcService {
         request: Request<ReceiveMessageRequest>,
     ) -> Result<Response<Self::ReceiveMessageStream>, tonic::Status> {
         let started = Instant::now();
-        if client_id(request.metadata()).is_none() {
-            let st = client_id_required();
+        if let Err(st) = self.gate(&request, |r| r.needs()) {
             crate::metrics::grpc_call("ReceiveMessage", st.code, started.elapsed().as_secs_f64());
             return Ok(Response::new(single(ReceiveMessageResponse {
                 content: Some(receive_message_response::Content::Status(st)),
@@ -400,9 +411,9 @@ impl MessagingService for GrpcService {
         request: Request<AckMessageRequest>,
     ) -> Result<Response<AckMessageResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if client_id(request.metadata()).is_none() {
+        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
             AckMessageResponse {
-                status: Some(client_id_required()),
+                status: Some(st),
                 entries: Vec::new(),
             }
         } else {
@@ -417,10 +428,8 @@ impl MessagingService for GrpcService {
         request: Request<ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<ForwardMessageToDeadLetterQueueResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if client_id(request.metadata()).is_none() {
-            ForwardMessageToDeadLetterQueueResponse {
-                status: Some(client_id_required()),
-            }
+        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
+            ForwardMessageToDeadLetterQueueResponse { status: Some(st) }
         } else {
             receive::forward_to_dead_letter(&self.state, peer(&request), request.get_ref()).await
         };
@@ -494,10 +503,8 @@ impl MessagingService for GrpcService {
         request: Request<EndTransactionRequest>,
     ) -> Result<Response<EndTransactionResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if client_id(request.metadata()).is_none() {
-            EndTransactionResponse {
-                status: Some(client_id_required()),
-            }
+        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
+            EndTransactionResponse { status: Some(st) }
         } else {
             let from = peer(&request);
             transaction::end(&self.state, from, request.get_ref()).await
@@ -513,13 +520,15 @@ impl MessagingService for GrpcService {
         request: Request<Streaming<TelemetryCommand>>,
     ) -> Result<Response<Self::TelemetryStream>, tonic::Status> {
         let started = Instant::now();
-        let Some(client) = client_id(request.metadata()) else {
-            let st = client_id_required();
-            crate::metrics::grpc_call("Telemetry", st.code, started.elapsed().as_secs_f64());
-            return Ok(Response::new(single(TelemetryCommand {
-                status: Some(st),
-                command: None,
-            })));
+        let client = match self.gate(&request, |_| Vec::new()) {
+            Ok(client) => client,
+            Err(st) => {
+                crate::metrics::grpc_call("Telemetry", st.code, started.elapsed().as_secs_f64());
+                return Ok(Response::new(single(TelemetryCommand {
+                    status: Some(st),
+                    command: None,
+                })));
+            }
         };
         crate::metrics::grpc_call(
             "Telemetry",
@@ -542,12 +551,12 @@ impl MessagingService for GrpcService {
         request: Request<NotifyClientTerminationRequest>,
     ) -> Result<Response<NotifyClientTerminationResponse>, tonic::Status> {
         let started = Instant::now();
-        let st = match client_id(request.metadata()) {
-            Some(client) => {
+        let st = match self.gate(&request, |_| Vec::new()) {
+            Ok(client) => {
                 tracing::debug!(%client, "gRPC client terminated");
                 ok()
             }
-            None => client_id_required(),
+            Err(st) => st,
         };
         answer(
             "NotifyClientTermination",
@@ -562,9 +571,9 @@ impl MessagingService for GrpcService {
         request: Request<ChangeInvisibleDurationRequest>,
     ) -> Result<Response<ChangeInvisibleDurationResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if client_id(request.metadata()).is_none() {
+        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
             ChangeInvisibleDurationResponse {
-                status: Some(client_id_required()),
+                status: Some(st),
                 receipt_handle: String::new(),
             }
         } else {

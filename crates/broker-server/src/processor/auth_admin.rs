@@ -150,20 +150,13 @@ fn acl_body(req: &RemotingCommand) -> Result<AclInfo, AuthError> {
     Ok(info)
 }
 
-/// `AUTH_CREATE_ACL` (3006): adds the body's entries to the subject's ACL.
-pub(crate) fn create_acl(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
-    put_acl(state, req, false)
-}
-
-/// `AUTH_UPDATE_ACL` (3007): replaces the subject's ACL with the body's.
-pub(crate) fn update_acl(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
-    put_acl(state, req, true)
-}
-
-fn put_acl(state: &BrokerState, req: &RemotingCommand, replace: bool) -> RemotingCommand {
+/// `AUTH_CREATE_ACL` (3006) and `AUTH_UPDATE_ACL` (3007), as RocketMQ
+/// serves both: create the subject's ACL or add the body's entries to it,
+/// each replacing the entries of the same policy type and resource.
+pub(crate) fn put_acl(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     let result = acl_body(req).and_then(|info| {
-        state.access.change(|m| m.put_acl(&info, replace))?;
-        tracing::info!(subject = %info.subject, replace, by = ?acl::access_key(req), "ACL changed");
+        state.access.change(|m| m.put_acl(&info))?;
+        tracing::info!(subject = %info.subject, by = ?acl::access_key(req), "ACL changed");
         Ok(None)
     });
     answer(req, result)

@@ -188,10 +188,13 @@ pub fn sample(text: &str, parts: &[&str]) -> Option<f64> {
 
 /// The broker's `/metrics` page (Prometheus text) on `port`.
 pub async fn scrape(port: u16) -> String {
+    scrape_at("127.0.0.1", port).await
+}
+
+/// `GET /metrics` from `host:port`.
+pub async fn scrape_at(host: &str, port: u16) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
+    let mut s = tokio::net::TcpStream::connect((host, port)).await.unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
