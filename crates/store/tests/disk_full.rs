@@ -22,11 +22,20 @@ fn full_disk_refuses_appends_serves_reads_and_recovers() {
     }
     let dir = tempfile::tempdir().unwrap();
     let disk = common::Tmpfs::mount(dir.path(), "5m");
+    // The store needs a little over 2 MiB for two CommitLog files, the
+    // queues, the index and the checkpoint: with 2 MiB of filler the third
+    // CommitLog file does not fit while the disk is still under the
+    // cleaner's ratios (85 %, 90 %), so the refusal is the failed file
+    // creation's and nothing is deleted to make room.
     let filler = disk.0.join("filler");
-    std::fs::write(&filler, vec![1u8; 2560 * 1024]).unwrap();
+    std::fs::write(&filler, vec![1u8; 2048 * 1024]).unwrap();
     let config = StoreConfig {
         mapped_file_size_commit_log: 1024 * 1024,
-        mapped_file_size_consume_queue: 100 * 20,
+        // One ConsumeQueue file holds every message of the test, made at
+        // the first one: a queue file that cannot be made while the disk
+        // is full would leave the last messages unindexed until space
+        // returns, and this test reads them while it is full.
+        mapped_file_size_consume_queue: 1000 * 20,
         max_message_size: 64 * 1024,
         flush_interval_consume_queue: 20,
         max_hash_slot_num: 1000,
@@ -34,6 +43,7 @@ fn full_disk_refuses_appends_serves_reads_and_recovers() {
         // This test is about a failed file creation alone; the cleaner's
         // disk ratios are tested in retention.rs.
         clean_resource_interval: 3_600_000,
+        clean_file_forcibly_enable: false,
         ..StoreConfig::with_root(disk.0.join("store"))
     };
     let store = MessageStore::open(config).unwrap();
@@ -57,7 +67,7 @@ fn full_disk_refuses_appends_serves_reads_and_recovers() {
         "{again:?}"
     );
 
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while store.max_offset_in_queue("Full", 0) < stored as i64 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(5));
     }
@@ -69,11 +79,17 @@ fn full_disk_refuses_appends_serves_reads_and_recovers() {
     );
 
     std::fs::remove_file(&filler).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !store.is_writable() && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));
     }
-    assert!(store.is_writable(), "appends resume once space is back");
+    let free = rustix::fs::statvfs(disk.0.as_path())
+        .map(|st| st.f_bavail * st.f_frsize)
+        .unwrap_or(0);
+    assert!(
+        store.is_writable(),
+        "appends resume once space is back ({free} bytes free)"
+    );
     let resumed = store
         .put_message(&common::message("Full", 0, stored, 4000))
         .unwrap();
