@@ -108,12 +108,15 @@ fn server_tls(
     let (Some(cert), Some(key)) = (&b.tls_server_cert_path, &b.tls_server_key_path) else {
         return Ok(None);
     };
-    let tls = ServerTls::with_alpn(mode, Path::new(cert), Path::new(key), alpn).map_err(|e| {
-        BrokerError::Io {
-            what: format!("set up TLS on the {port} port (tlsServerCertPath, tlsServerKeyPath)"),
+    let client_auth = b.client_auth()?;
+    let tls = ServerTls::with_alpn(mode, Path::new(cert), Path::new(key), alpn)
+        .and_then(|tls| tls.with_client_auth(client_auth))
+        .map_err(|e| BrokerError::Io {
+            what: format!(
+                "set up TLS on the {port} port (tlsServerCertPath, tlsServerKeyPath, tlsServerTrustCertPath)"
+            ),
             source: std::io::Error::other(e),
-        }
-    })?;
+        })?;
     let tls = Arc::new(tls);
     reload_on_sighup(Arc::downgrade(&tls));
     tracing::info!(mode = %mode, cert, key, port, "TLS on");
@@ -190,6 +193,7 @@ impl Broker {
         let tls = server_tls(&b, "remoting", Vec::new())?;
         // gRPC over TLS negotiates HTTP/2 by ALPN.
         let grpc_tls = server_tls(&b, "gRPC", vec![b"h2".to_vec()])?;
+        let client_tls = b.client_tls()?;
         // Validated with the configuration.
         let bind: std::net::IpAddr = b
             .bind_address
@@ -273,6 +277,8 @@ impl Broker {
                     .clone(),
                 ..name_server::NamesrvConfig::default()
             };
+            // The embedded name server's port takes the broker's TLS.
+            let namesrv_tls = server_tls(&b, "embedded name server", Vec::new())?;
             let kv_config =
                 name_server::open_kv_config(&ns_config).map_err(|e| BrokerError::Io {
                     what: "load the embedded name server's kv config".into(),
@@ -282,6 +288,7 @@ impl Broker {
                 listener,
                 ns_config,
                 kv_config,
+                namesrv_tls,
                 namesrv_shutdown.clone(),
             )));
         }
@@ -443,6 +450,7 @@ impl Broker {
         // The broker signs its registrations with its own credentials.
         let client = Arc::new(RemotingClient::new(ClientOptions {
             credentials: config.auth.inner_credentials()?,
+            tls: client_tls,
             ..ClientOptions::default()
         }));
         let broker_addr = store_host.to_string();

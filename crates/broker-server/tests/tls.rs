@@ -22,6 +22,14 @@ fn certificate(dir: &Path) -> (String, String) {
 }
 
 async fn get_config(addr: &str, tls: Option<ClientTls>) -> Result<RemotingCommand, ClientError> {
+    ask(addr, tls, RequestCode::GET_BROKER_CONFIG).await
+}
+
+async fn ask(
+    addr: &str,
+    tls: Option<ClientTls>,
+    code: RequestCode,
+) -> Result<RemotingCommand, ClientError> {
     let client = RemotingClient::new(ClientOptions {
         tls,
         ..ClientOptions::default()
@@ -29,10 +37,91 @@ async fn get_config(addr: &str, tls: Option<ClientTls>) -> Result<RemotingComman
     client
         .invoke(
             addr,
-            RemotingCommand::request(RequestCode::GET_BROKER_CONFIG),
+            RemotingCommand::request(code),
             Duration::from_secs(10),
         )
         .await
+}
+
+/// A certificate authority in `dir` (`ca.crt`) and a client certificate
+/// it signed (`client.crt`, `client.key`).
+fn client_certificate(dir: &Path) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let client = CertificateParams::new(vec!["client.example".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let write = |name: &str, pem: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.display().to_string()
+    };
+    (
+        write("ca.crt", ca.pem()),
+        write("client.crt", client.pem()),
+        write("client.key", key.serialize_pem()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enforcing_broker_registers_over_tls_with_its_embedded_name_server_which_takes_tls_only()
+{
+    let certs = tempfile::tempdir().unwrap();
+    let (crt, key) = certificate(certs.path());
+    let b = TestBroker::start(&[
+        ("tlsServerMode", "enforcing"),
+        ("tlsServerCertPath", crt.as_str()),
+        ("tlsServerKeyPath", key.as_str()),
+    ])
+    .await;
+    let trusted = || Some(ClientTls::trust_roots(Path::new(&crt)).unwrap());
+    let info = ask(&b.namesrv, trusted(), RequestCode::GET_BROKER_CLUSTER_INFO)
+        .await
+        .unwrap();
+    let info: remoting_protocol::body::ClusterInfo =
+        remoting_protocol::body::from_json(&info.body).unwrap();
+    assert!(info.broker_addr_table.contains_key("broker-a"), "{info:?}");
+    let plain = ask(&b.namesrv, None, RequestCode::GET_BROKER_CLUSTER_INFO).await;
+    assert!(
+        plain.is_err(),
+        "a plain client on the enforcing name server"
+    );
+    b.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_requiring_client_certificates_serves_tls_clients_that_show_one_its_roots_signed()
+{
+    let certs = tempfile::tempdir().unwrap();
+    let (crt, key) = certificate(certs.path());
+    let (ca, client_crt, client_key) = client_certificate(certs.path());
+    let b = TestBroker::start(&[
+        ("tlsServerMode", "permissive"),
+        ("tlsServerCertPath", crt.as_str()),
+        ("tlsServerKeyPath", key.as_str()),
+        ("tlsServerNeedClientAuth", "require"),
+        ("tlsServerTrustCertPath", ca.as_str()),
+    ])
+    .await;
+    let with = |identity: Option<(&Path, &Path)>| {
+        Some(ClientTls::new(Some(Path::new(&crt)), identity).unwrap())
+    };
+    let shown = Some((Path::new(&client_crt), Path::new(&client_key)));
+    let answer = get_config(&b.addr, with(shown)).await.unwrap();
+    assert_eq!(answer.response_code(), ResponseCode::SUCCESS);
+    assert!(
+        get_config(&b.addr, with(None)).await.is_err(),
+        "no certificate"
+    );
+    // Plain clients stay welcome on a permissive port.
+    let answer = get_config(&b.addr, None).await.unwrap();
+    assert_eq!(answer.response_code(), ResponseCode::SUCCESS);
+    b.broker.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,6 +234,16 @@ async fn tls_settings_that_cannot_work_stop_the_start_naming_the_key() {
     assert!(e.contains("disabled, permissive or enforcing"), "{e}");
     let e = refused(testing::start_broker(dir.path(), &[("tlsServerMode", "enforcing")]).await);
     assert!(e.contains("tlsServerCertPath"), "{e}");
+    let e =
+        refused(testing::start_broker(dir.path(), &[("tlsServerNeedClientAuth", "require")]).await);
+    assert!(e.contains("tlsServerNeedClientAuth"), "{e}");
+    assert!(e.contains("tlsServerTrustCertPath"), "{e}");
+    let e = refused(
+        testing::start_broker(dir.path(), &[("tlsServerNeedClientAuth", "sometimes")]).await,
+    );
+    assert!(e.contains("none, optional or require"), "{e}");
+    let e = refused(testing::start_broker(dir.path(), &[("tlsClientCertPath", "/x.pem")]).await);
+    assert!(e.contains("tlsClientKeyPath"), "{e}");
     let missing = dir.path().join("missing.pem").display().to_string();
     let e = refused(
         testing::start_broker(

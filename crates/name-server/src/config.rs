@@ -7,6 +7,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
+use remoting_net::{ClientAuth, ServerTls, TlsMode};
 use remoting_protocol::acl::Credentials;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -68,6 +69,22 @@ pub struct NamesrvConfig {
     /// the brokers' `innerClientAuthenticationCredentials`. Needed with
     /// `authenticationEnabled`. Default none.
     pub inner_client_authentication_credentials: String,
+    /// TLS on the port (RocketMQ's `tls.server.mode`): `disabled`,
+    /// `permissive` (TLS and plain on one port, told apart by each
+    /// connection's first byte) or `enforcing`. Default `disabled`.
+    pub tls_server_mode: String,
+    /// PEM file of the certificate chain; needed unless `tlsServerMode` is
+    /// `disabled`. Read again on SIGHUP.
+    pub tls_server_cert_path: Option<PathBuf>,
+    /// PEM file of its private key; needed unless `tlsServerMode` is
+    /// `disabled`. Read again on SIGHUP.
+    pub tls_server_key_path: Option<PathBuf>,
+    /// Client certificates: `none`, `optional` or `require` (RocketMQ's
+    /// `tls.server.need.client.auth`). Default `none`.
+    pub tls_server_need_client_auth: String,
+    /// PEM file of the roots that sign client certificates; needed with
+    /// `optional` and `require`.
+    pub tls_server_trust_cert_path: Option<PathBuf>,
 }
 
 impl Default for NamesrvConfig {
@@ -82,6 +99,11 @@ impl Default for NamesrvConfig {
             kv_config_path: None,
             authentication_enabled: false,
             inner_client_authentication_credentials: String::new(),
+            tls_server_mode: "disabled".into(),
+            tls_server_cert_path: None,
+            tls_server_key_path: None,
+            tls_server_need_client_auth: "none".into(),
+            tls_server_trust_cert_path: None,
         }
     }
 }
@@ -124,12 +146,59 @@ impl NamesrvConfig {
             })
     }
 
-    /// Checks every value.
+    /// The port's TLS, its files read now; `None` when `tlsServerMode` is
+    /// `disabled`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key whose value or file is at fault.
+    pub fn server_tls(&self) -> Result<Option<ServerTls>, ConfigError> {
+        let mode: TlsMode = self.tls_server_mode.parse().map_err(|_| ConfigError {
+            key: "tlsServerMode",
+            value: self.tls_server_mode.clone(),
+            allowed: "disabled, permissive or enforcing".into(),
+        })?;
+        if mode == TlsMode::Disabled {
+            return Ok(None);
+        }
+        let file = |key: &'static str, path: &Option<PathBuf>| {
+            path.clone().ok_or_else(|| ConfigError {
+                key,
+                value: String::new(),
+                allowed: format!("a PEM file, needed with tlsServerMode={mode}"),
+            })
+        };
+        let cert = file("tlsServerCertPath", &self.tls_server_cert_path)?;
+        let key = file("tlsServerKeyPath", &self.tls_server_key_path)?;
+        let auth = ClientAuth::from_settings(
+            &self.tls_server_need_client_auth,
+            self.tls_server_trust_cert_path.as_deref(),
+        )
+        .map_err(|allowed| ConfigError {
+            key: "tlsServerNeedClientAuth",
+            value: self.tls_server_need_client_auth.clone(),
+            allowed: format!("{allowed} (tlsServerTrustCertPath)"),
+        })?;
+        let unreadable = |e: remoting_net::TlsError| ConfigError {
+            key: "tlsServerCertPath",
+            value: cert.display().to_string(),
+            allowed: format!("readable PEM files for TLS: {e}"),
+        };
+        let tls = ServerTls::from_pem_files(mode, &cert, &key)
+            .and_then(|tls| tls.with_client_auth(auth))
+            .map_err(unreadable)?;
+        Ok(Some(tls))
+    }
+
+    /// Checks every value (TLS files are read by
+    /// [`NamesrvConfig::server_tls`]).
     ///
     /// # Errors
     /// [`ConfigError`] naming the first key whose value is not allowed.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.cluster_credentials()?;
+        if !self.tls_server_mode.trim().eq_ignore_ascii_case("disabled") {
+            self.server_tls()?;
+        }
         range(
             "scanNotActiveBrokerInterval",
             self.scan_not_active_broker_interval,
@@ -172,6 +241,36 @@ fn range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), Config
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_settings_that_cannot_work_are_refused_naming_the_key() {
+        let with = |mode: &str, cert: Option<&str>, need: &str| NamesrvConfig {
+            tls_server_mode: mode.into(),
+            tls_server_cert_path: cert.map(PathBuf::from),
+            tls_server_key_path: cert.map(PathBuf::from),
+            tls_server_need_client_auth: need.into(),
+            ..NamesrvConfig::default()
+        };
+        assert!(with("disabled", None, "none")
+            .server_tls()
+            .unwrap()
+            .is_none());
+        for (config, key) in [
+            (with("sometimes", None, "none"), "tlsServerMode"),
+            (with("enforcing", None, "none"), "tlsServerCertPath"),
+            (
+                with("enforcing", Some("/x.pem"), "require"),
+                "tlsServerNeedClientAuth",
+            ),
+            (
+                with("enforcing", Some("/no/such.pem"), "none"),
+                "tlsServerCertPath",
+            ),
+        ] {
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.key, key, "{err}");
+        }
+    }
 
     #[test]
     fn authentication_needs_the_cluster_credentials_and_does_not_echo_them() {

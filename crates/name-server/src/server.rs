@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use remoting_net::{serve, CancellationToken, Connection, Handler, ServerOptions};
+use remoting_net::{serve, CancellationToken, Connection, Handler, ServerOptions, ServerTls};
 use remoting_protocol::RemotingCommand;
 use tokio::net::TcpListener;
 
@@ -50,12 +50,14 @@ pub fn open_kv_config(config: &NamesrvConfig) -> Result<Arc<KvConfig>, KvConfigE
 }
 
 /// Serves the name server on `listener`, with `kv_config` (see
-/// [`open_kv_config`]), until `shutdown` fires, scanning for silent brokers
-/// every `scanNotActiveBrokerInterval`.
+/// [`open_kv_config`]) and `tls` (see [`NamesrvConfig::server_tls`]), until
+/// `shutdown` fires, scanning for silent brokers every
+/// `scanNotActiveBrokerInterval`.
 pub async fn run(
     listener: TcpListener,
     config: NamesrvConfig,
     kv_config: Arc<KvConfig>,
+    tls: Option<Arc<ServerTls>>,
     shutdown: CancellationToken,
 ) {
     // Checked by `validate` before start; serving unguarded instead of
@@ -91,6 +93,7 @@ pub async fn run(
         })
     };
     let options = ServerOptions {
+        tls,
         idle_timeout: Some(Duration::from_secs(120)),
         max_connections: config.max_connections,
         max_connections_per_address: config.max_connections_per_address,

@@ -28,7 +28,7 @@ pub mod tls;
 pub use client::{ClientError, ClientOptions, RemotingClient, ServeServerRequest, ServerRequests};
 pub use server::{serve, Connection, ConnectionLimits, ConnectionPermit, Handler, ServerOptions};
 pub use tls::{
-    negotiate, sniff, Accepted, ClientTls, Refused, ServerTls, Sniffed, TlsError, TlsMode,
-    TlsServerStream,
+    negotiate, sniff, Accepted, ClientAuth, ClientTls, Refused, ServerTls, Sniffed, TlsError,
+    TlsMode, TlsServerStream,
 };
 pub use tokio_util::sync::CancellationToken;

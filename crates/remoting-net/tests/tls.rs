@@ -3,7 +3,11 @@
 //! server runs.
 #![allow(clippy::unwrap_used)]
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use remoting_net::{
     client::ClientConnection, serve, ClientError, ClientOptions, ClientTls, Connection, Handler,
@@ -164,4 +168,64 @@ async fn a_connection_that_sends_nothing_is_closed_at_the_idle_limit_as_a_plain_
         .expect("the silent connection was closed");
     assert_eq!(read.unwrap_or(0), 0);
     shutdown.cancel();
+}
+
+/// A certificate authority in `dir` (`<name>-ca.crt`) and a client
+/// certificate it signed (`<name>.crt`, `<name>.key`).
+fn client_certificate(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let client_key = KeyPair::generate().unwrap();
+    let client = CertificateParams::new(vec![format!("{name}.example")])
+        .unwrap()
+        .signed_by(&client_key, &ca, &ca_key)
+        .unwrap();
+    let paths = (
+        dir.join(format!("{name}-ca.crt")),
+        dir.join(format!("{name}.crt")),
+        dir.join(format!("{name}.key")),
+    );
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, client.pem()).unwrap();
+    std::fs::write(&paths.2, client_key.serialize_pem()).unwrap();
+    paths
+}
+
+#[tokio::test]
+async fn a_server_asking_for_client_certificates_takes_only_those_its_roots_signed() {
+    use remoting_net::ClientAuth;
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, key) = certificate(dir.path(), "server");
+    let (ca, good_crt, good_key) = client_certificate(dir.path(), "good");
+    let (_, bad_crt, bad_key) = client_certificate(dir.path(), "stranger");
+    let with =
+        |identity: Option<(&Path, &Path)>| Some(ClientTls::new(Some(&crt), identity).unwrap());
+    let good = Some((good_crt.as_path(), good_key.as_path()));
+    let bad = Some((bad_crt.as_path(), bad_key.as_path()));
+
+    let required = ServerTls::from_pem_files(TlsMode::Enforcing, &crt, &key)
+        .unwrap()
+        .with_client_auth(ClientAuth::Require(ca.clone()))
+        .unwrap();
+    let (addr, stop) = start(Arc::new(required)).await;
+    assert_eq!(round_trip(&addr, with(good)).await.unwrap(), b"hello");
+    assert!(
+        round_trip(&addr, with(None)).await.is_err(),
+        "no certificate"
+    );
+    assert!(round_trip(&addr, with(bad)).await.is_err(), "another CA's");
+    stop.cancel();
+
+    let optional = ServerTls::from_pem_files(TlsMode::Enforcing, &crt, &key)
+        .unwrap()
+        .with_client_auth(ClientAuth::Optional(ca))
+        .unwrap();
+    let (addr, stop) = start(Arc::new(optional)).await;
+    assert_eq!(round_trip(&addr, with(good)).await.unwrap(), b"hello");
+    assert_eq!(round_trip(&addr, with(None)).await.unwrap(), b"hello");
+    assert!(round_trip(&addr, with(bad)).await.is_err(), "another CA's");
+    stop.cancel();
 }

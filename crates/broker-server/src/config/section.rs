@@ -1,9 +1,9 @@
 //! The broker's own settings (`BrokerSection`): names, ports, listeners,
 //! thread counts, limits, and the checks of their values.
 
-use std::{fmt::Display, net::IpAddr};
+use std::{fmt::Display, net::IpAddr, path::Path};
 
-use remoting_net::TlsMode;
+use remoting_net::{ClientAuth, ClientTls, TlsMode};
 use serde::{Deserialize, Serialize};
 
 use super::{invalid, ConfigError};
@@ -118,6 +118,28 @@ pub struct BrokerSection {
     /// SEC1, not encrypted); needed unless `tlsServerMode` is `disabled`.
     /// Read again on SIGHUP. Default none.
     pub tls_server_key_path: Option<String>,
+    /// Client certificates on the TLS ports (RocketMQ's
+    /// `tls.server.need.client.auth`): `none`, `optional` (checked when
+    /// shown) or `require`. Default `none`.
+    pub tls_server_need_client_auth: String,
+    /// PEM file of the roots that sign client certificates; needed with
+    /// `optional` and `require`. Read again on SIGHUP. Default none.
+    pub tls_server_trust_cert_path: Option<String>,
+    /// The broker's own connections (its registrations with the name
+    /// servers) use TLS (RocketMQ's `useTLS`). Default false; they use it
+    /// anyway when `tlsServerMode` is `enforcing`, as in RocketMQ (the
+    /// embedded name server then takes TLS only).
+    #[serde(rename = "useTLS")]
+    pub use_tls: bool,
+    /// PEM file of the roots the broker trusts for its own TLS
+    /// connections; none trusts any certificate, as RocketMQ's clients do
+    /// by default. Default none.
+    pub tls_client_trust_cert_path: Option<String>,
+    /// PEM file of the certificate chain the broker shows servers that ask
+    /// for one (with `tlsClientKeyPath`). Default none.
+    pub tls_client_cert_path: Option<String>,
+    /// PEM file of that certificate's private key. Default none.
+    pub tls_client_key_path: Option<String>,
     /// Region reported in send responses. Default `DefaultRegion`.
     pub region_id: String,
     /// Trace switch reported in send responses. Default true.
@@ -224,6 +246,12 @@ impl Default for BrokerSection {
             tls_server_mode: "disabled".to_owned(),
             tls_server_cert_path: None,
             tls_server_key_path: None,
+            tls_server_need_client_auth: "none".to_owned(),
+            tls_server_trust_cert_path: None,
+            use_tls: false,
+            tls_client_trust_cert_path: None,
+            tls_client_cert_path: None,
+            tls_client_key_path: None,
             region_id: "DefaultRegion".into(),
             trace_on: true,
             flush_consumer_offset_interval: 5000,
@@ -263,6 +291,57 @@ impl BrokerSection {
         })
     }
 
+    /// Whether and how the TLS ports ask clients for certificates
+    /// (`tlsServerNeedClientAuth`, `tlsServerTrustCertPath`).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key.
+    pub fn client_auth(&self) -> Result<ClientAuth, ConfigError> {
+        ClientAuth::from_settings(
+            &self.tls_server_need_client_auth,
+            self.tls_server_trust_cert_path.as_deref().map(Path::new),
+        )
+        .map_err(|allowed| {
+            invalid(
+                "tlsServerNeedClientAuth",
+                self.tls_server_need_client_auth.clone(),
+                format!("{allowed} (tlsServerTrustCertPath)"),
+            )
+        })
+    }
+
+    /// The TLS of the broker's own connections (`useTLS` and the
+    /// `tlsClient*` files), read now; `None` without `useTLS` unless
+    /// `tlsServerMode` is `enforcing`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key whose value or file is at
+    /// fault.
+    pub fn client_tls(&self) -> Result<Option<ClientTls>, ConfigError> {
+        let identity = match (&self.tls_client_cert_path, &self.tls_client_key_path) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some((Path::new(cert), Path::new(key))),
+            _ => {
+                return Err(invalid(
+                    "tlsClientCertPath",
+                    String::new(),
+                    "tlsClientCertPath and tlsClientKeyPath together, or neither".into(),
+                ))
+            }
+        };
+        if !self.use_tls && self.tls_mode()? != TlsMode::Enforcing {
+            return Ok(None);
+        }
+        let roots = self.tls_client_trust_cert_path.as_deref().map(Path::new);
+        ClientTls::new(roots, identity).map(Some).map_err(|e| {
+            invalid(
+                "useTLS",
+                "true".into(),
+                format!("readable tlsClientTrustCertPath, tlsClientCertPath and tlsClientKeyPath files: {e}"),
+            )
+        })
+    }
+
     /// Checks every value and the rules between them.
     ///
     /// # Errors
@@ -270,6 +349,7 @@ impl BrokerSection {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let b = self;
         let mode = b.tls_mode()?;
+        b.client_auth()?;
         if mode != TlsMode::Disabled {
             for (key, path) in [
                 ("tlsServerCertPath", &b.tls_server_cert_path),

@@ -1,9 +1,11 @@
 //! The `namesrv` binary: a standalone name server.
 
-use anyhow::Context;
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::{bail, Context};
 use clap::Parser;
 use name_server::NamesrvConfig;
-use remoting_net::CancellationToken;
+use remoting_net::{CancellationToken, ServerTls};
 
 /// Sluice name server: brokers register here, clients look up topic routes.
 #[derive(Debug, Parser)]
@@ -21,7 +23,15 @@ struct Args {
     /// File that keeps the key-value configuration across restarts
     /// (RocketMQ's default `~/namesrv/kvConfig.json`).
     #[arg(long)]
-    kv_config_path: Option<std::path::PathBuf>,
+    kv_config_path: Option<PathBuf>,
+    /// A TOML file of settings (camelCase keys, as `--set` takes them),
+    /// applied before `--set`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// One setting, `key=value`, such as `authenticationEnabled=true`;
+    /// repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
 }
 
 #[tokio::main]
@@ -33,18 +43,26 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
-    let config = NamesrvConfig {
+    let base = NamesrvConfig {
         listen_port: args.listen_port,
         scan_not_active_broker_interval: args.scan_not_active_broker_interval,
-        kv_config_path: args.kv_config_path.or_else(|| {
-            std::env::var_os("HOME")
-                .map(|home| std::path::PathBuf::from(home).join("namesrv/kvConfig.json"))
+        kv_config_path: args.kv_config_path.clone().or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join("namesrv/kvConfig.json"))
         }),
         ..NamesrvConfig::default()
     };
+    let config = settings(base, args.config.as_deref(), &args.sets)?;
     config
         .validate()
         .context("invalid name server configuration")?;
+    let tls = config
+        .server_tls()
+        .context("invalid name server configuration")?
+        .map(Arc::new);
+    if let Some(tls) = &tls {
+        tracing::info!(mode = %tls.mode(), "TLS on the name server port");
+        reload_on_sighup(Arc::downgrade(tls));
+    }
     let kv_config = name_server::open_kv_config(&config)?;
     let addr = format!("{}:{}", args.bind, config.listen_port);
     let listener = tokio::net::TcpListener::bind(&addr)
@@ -57,8 +75,75 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down");
         stop.cancel();
     });
-    name_server::run(listener, config, kv_config, shutdown).await;
+    name_server::run(listener, config, kv_config, tls, shutdown).await;
     Ok(())
+}
+
+/// `base` with the settings of `file` and then `sets` applied; a key the
+/// name server does not know is refused by name.
+fn settings(
+    base: NamesrvConfig,
+    file: Option<&std::path::Path>,
+    sets: &[String],
+) -> anyhow::Result<NamesrvConfig> {
+    let mut value = serde_json::to_value(&base)?;
+    let Some(map) = value.as_object_mut() else {
+        bail!("the name server's settings are not a map");
+    };
+    let known: Vec<String> = map.keys().cloned().collect();
+    let mut apply = |key: &str, new: serde_json::Value| -> anyhow::Result<()> {
+        match map.get_mut(key) {
+            Some(slot) => {
+                *slot = new;
+                Ok(())
+            }
+            None => bail!(
+                "unknown name server setting `{key}`; known: {}",
+                known.join(", ")
+            ),
+        }
+    };
+    if let Some(path) = file {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        for (key, v) in table {
+            apply(&key, serde_json::to_value(v)?)?;
+        }
+    }
+    for set in sets {
+        let Some((key, text)) = set.split_once('=') else {
+            bail!("--set {set:?}: expected key=value");
+        };
+        let text = text.trim();
+        let v = text
+            .parse::<bool>()
+            .map(serde_json::Value::from)
+            .or_else(|_| text.parse::<u64>().map(serde_json::Value::from))
+            .unwrap_or_else(|_| serde_json::Value::from(text));
+        apply(key.trim(), v)?;
+    }
+    serde_json::from_value(value).context("invalid name server configuration")
+}
+
+/// Reads the TLS files again on each SIGHUP.
+fn reload_on_sighup(tls: std::sync::Weak<ServerTls>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot watch SIGHUP; TLS files are read at start only");
+        return;
+    };
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let Some(tls) = tls.upgrade() else { return };
+            match tls.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate and key read again"),
+                Err(e) => tracing::error!(cause = %e,
+                    "SIGHUP: cannot read the TLS files again; the ones in use stay"),
+            }
+        }
+    });
 }
 
 async fn shutdown_signal() {
@@ -73,5 +158,35 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_come_from_the_file_then_each_set_and_unknown_keys_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("namesrv.toml");
+        std::fs::write(&file, "authenticationEnabled = true\nlistenPort = 9999\n").unwrap();
+        let sets = [
+            r#"innerClientAuthenticationCredentials={"accessKey":"c","secretKey":"s"}"#.to_owned(),
+            "listenPort=9877".to_owned(),
+        ];
+        let c = settings(NamesrvConfig::default(), Some(&file), &sets).unwrap();
+        assert!(c.authentication_enabled);
+        assert_eq!(c.listen_port, 9877, "--set wins over the file");
+        assert_eq!(c.cluster_credentials().unwrap().unwrap().access_key, "c");
+        let err = settings(NamesrvConfig::default(), None, &["listenPrt=1".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown name server setting `listenPrt`"),
+            "{err}"
+        );
+        let err =
+            settings(NamesrvConfig::default(), None, &["listenPort=x".to_owned()]).unwrap_err();
+        assert!(format!("{err:#}").contains("expected u16"), "{err:#}");
     }
 }

@@ -8,9 +8,17 @@
 //! and key come from PEM files and can be read again while the server runs
 //! ([`ServerTls::reload`]): connections already open keep their session.
 //!
+//! A server may ask clients for certificates ([`ClientAuth`], RocketMQ's
+//! `tls.server.need.client.auth`) and check them against its trusted
+//! roots.
+//!
 //! A client with a [`ClientTls`] starts every connection with a handshake;
 //! it trusts either the roots of a PEM file or, as RocketMQ's clients do by
-//! default, any certificate.
+//! default, any certificate, and may show a certificate of its own.
+
+mod client;
+
+pub use client::ClientTls;
 
 use std::{
     fmt, io,
@@ -21,13 +29,12 @@ use std::{
 };
 
 use rustls::{
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     crypto::{ring, CryptoProvider},
-    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName, UnixTime},
-    DigitallySignedStruct, SignatureScheme,
+    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
+    server::WebPkiClientVerifier,
 };
 use tokio::net::TcpStream;
-use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
+use tokio_rustls::{server, TlsAcceptor};
 
 /// The first byte of a TLS record that opens a handshake.
 const TLS_HANDSHAKE: u8 = 0x16;
@@ -101,7 +108,48 @@ pub struct ServerTls {
     cert: PathBuf,
     key: PathBuf,
     alpn: Vec<Vec<u8>>,
+    client_auth: ClientAuth,
     acceptor: RwLock<TlsAcceptor>,
+}
+
+/// Whether a server asks its clients for certificates (RocketMQ's
+/// `tls.server.need.client.auth`), and the roots it checks them with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// Clients show no certificate.
+    #[default]
+    None,
+    /// A client may show one, which must then be signed by these roots
+    /// (PEM file); clients without one are served too.
+    Optional(PathBuf),
+    /// A client must show one signed by these roots (PEM file).
+    Require(PathBuf),
+}
+
+impl ClientAuth {
+    /// Reads RocketMQ's `need.client.auth` value (`none`, `optional` or
+    /// `require`, any case) with the roots file the last two need.
+    ///
+    /// # Errors
+    /// What is wrong: an unknown value, or no roots for `optional` or
+    /// `require`.
+    pub fn from_settings(need: &str, roots: Option<&Path>) -> Result<Self, String> {
+        let need = need.trim();
+        let roots = || {
+            roots.map(Path::to_path_buf).ok_or_else(|| {
+                format!("client certificates ({need}) need the roots that sign them")
+            })
+        };
+        if need.eq_ignore_ascii_case("none") || need.is_empty() {
+            Ok(ClientAuth::None)
+        } else if need.eq_ignore_ascii_case("optional") {
+            Ok(ClientAuth::Optional(roots()?))
+        } else if need.eq_ignore_ascii_case("require") {
+            Ok(ClientAuth::Require(roots()?))
+        } else {
+            Err(format!("unknown value {need:?}: none, optional or require"))
+        }
+    }
 }
 
 impl fmt::Debug for ServerTls {
@@ -136,14 +184,28 @@ impl ServerTls {
         key: &Path,
         alpn: Vec<Vec<u8>>,
     ) -> Result<Self, TlsError> {
-        let acceptor = acceptor(cert, key, &alpn)?;
+        let acceptor = acceptor(cert, key, &alpn, &ClientAuth::None)?;
         Ok(Self {
             mode,
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
             alpn,
+            client_auth: ClientAuth::None,
             acceptor: RwLock::new(acceptor),
         })
+    }
+
+    /// This server side asking clients for certificates as `auth` says;
+    /// its roots are read now and again on each [`ServerTls::reload`].
+    ///
+    /// # Errors
+    /// [`TlsError`] naming the roots file that cannot be read, or what
+    /// rustls refuses.
+    pub fn with_client_auth(mut self, auth: ClientAuth) -> Result<Self, TlsError> {
+        let fresh = acceptor(&self.cert, &self.key, &self.alpn, &auth)?;
+        self.client_auth = auth;
+        self.acceptor = RwLock::new(fresh);
+        Ok(self)
     }
 
     /// The port's mode.
@@ -157,7 +219,7 @@ impl ServerTls {
     /// # Errors
     /// As [`ServerTls::from_pem_files`].
     pub fn reload(&self) -> Result<(), TlsError> {
-        let fresh = acceptor(&self.cert, &self.key, &self.alpn)?;
+        let fresh = acceptor(&self.cert, &self.key, &self.alpn, &self.client_auth)?;
         *self
             .acceptor
             .write()
@@ -177,19 +239,47 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(ring::default_provider())
 }
 
-fn acceptor(cert: &Path, key: &Path, alpn: &[Vec<u8>]) -> Result<TlsAcceptor, TlsError> {
+fn acceptor(
+    cert: &Path,
+    key: &Path,
+    alpn: &[Vec<u8>],
+    client_auth: &ClientAuth,
+) -> Result<TlsAcceptor, TlsError> {
     let chain = certificates(cert, "certificate chain")?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Pem {
-        what: "private key",
-        path: key.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?;
+    let key = private_key(key)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        ClientAuth::Optional(roots) | ClientAuth::Require(roots) => {
+            let mut store = rustls::RootCertStore::empty();
+            for cert in certificates(roots, "trusted client certificates")? {
+                store.add(cert)?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider());
+            let verifier = if matches!(client_auth, ClientAuth::Optional(_)) {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key)?;
     config.alpn_protocols = alpn.to_vec();
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The private key of a PEM file.
+fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| TlsError::Pem {
+        what: "private key",
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// Every certificate of a PEM file; at least one.
@@ -306,132 +396,6 @@ pub async fn negotiate(
                 .map_err(Refused::Handshake)?;
             Ok(Accepted::Tls(Box::new(session)))
         }
-    }
-}
-
-/// The TLS side of a client: which servers it trusts.
-#[derive(Clone)]
-pub struct ClientTls {
-    connector: TlsConnector,
-    trusts: String,
-}
-
-impl fmt::Debug for ClientTls {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientTls")
-            .field("trusts", &self.trusts)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ClientTls {
-    /// Trusts any server certificate (RocketMQ's clients' default, without
-    /// `tls.client.authServer`): the connection is encrypted, but the
-    /// server is not authenticated.
-    ///
-    /// # Errors
-    /// [`TlsError::Rustls`] if the crypto provider lacks the default
-    /// protocol versions.
-    pub fn trust_any() -> Result<Self, TlsError> {
-        let provider = provider();
-        let verifier = Arc::new(AnyServer(Arc::clone(&provider)));
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
-        Ok(Self {
-            connector: TlsConnector::from(Arc::new(config)),
-            trusts: "any certificate".into(),
-        })
-    }
-
-    /// Trusts the certificates of the PEM file `roots` (and what they
-    /// signed).
-    ///
-    /// # Errors
-    /// [`TlsError`] naming the file that cannot be read or a certificate
-    /// rustls refuses.
-    pub fn trust_roots(roots: &Path) -> Result<Self, TlsError> {
-        let mut store = rustls::RootCertStore::empty();
-        for cert in certificates(roots, "trusted certificates")? {
-            store.add(cert)?;
-        }
-        let config = rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(store)
-            .with_no_client_auth();
-        Ok(Self {
-            connector: TlsConnector::from(Arc::new(config)),
-            trusts: format!("the certificates of {}", roots.display()),
-        })
-    }
-
-    /// Runs the handshake on `stream`, to the server named by `addr`'s host
-    /// part (`host:port`).
-    pub(crate) async fn connect(
-        &self,
-        addr: &str,
-        stream: TcpStream,
-    ) -> io::Result<client::TlsStream<TcpStream>> {
-        let host = addr
-            .rsplit_once(':')
-            .map_or(addr, |(h, _)| h)
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let name = ServerName::try_from(host.to_owned())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.connector.connect(name, stream).await
-    }
-}
-
-/// Accepts any server certificate, still checking that the handshake is
-/// signed by its key.
-#[derive(Debug)]
-struct AnyServer(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
