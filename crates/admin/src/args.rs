@@ -9,12 +9,14 @@ use remoting_protocol::acl::Credentials;
 use crate::error::AdminError;
 
 mod auth;
+mod tls;
 
 pub use auth::{
     AclCommand, AclDeleteArgs, AclGetArgs, AclListArgs, AclWriteArgs, Decision, PolicyType,
     UserCommand, UserCreateArgs, UserGetArgs, UserListArgs, UserNameArgs, UserStatus, UserType,
     UserUpdateArgs, ACTIONS,
 };
+pub use tls::TlsArgs;
 
 /// The default name server address.
 pub const DEFAULT_NAMESRV: &str = "127.0.0.1:9876";
@@ -57,6 +59,10 @@ pub struct Cli {
         requires = "access_key"
     )]
     pub secret_key: Option<Secret>,
+    /// TLS of every connection (`--tls`, `--tls-trust`, `--tls-cert`,
+    /// `--tls-key`).
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -5,7 +5,7 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use client_core::{route, split_addrs, CallError, Deadline, NameServers};
-use remoting_net::{ClientOptions, RemotingClient};
+use remoting_net::{ClientOptions, ClientTls, RemotingClient};
 use remoting_protocol::{
     acl::Credentials,
     body::{from_json, ClusterInfo, TopicRouteData},
@@ -38,9 +38,22 @@ impl Admin {
         timeout: Duration,
         credentials: Option<Credentials>,
     ) -> Self {
+        Self::with_security(namesrv, timeout, credentials, None)
+    }
+
+    /// As [`Admin::with_credentials`], every connection, to brokers and
+    /// name servers alike, starting with the TLS handshake of `tls` when
+    /// given.
+    pub fn with_security(
+        namesrv: &str,
+        timeout: Duration,
+        credentials: Option<Credentials>,
+        tls: Option<ClientTls>,
+    ) -> Self {
         let options = ClientOptions {
             connect_timeout: timeout,
             credentials,
+            tls,
             ..ClientOptions::default()
         };
         Self {

@@ -146,6 +146,18 @@ pub enum AdminError {
     /// Only one of the access key and the secret key was given.
     #[error("--access-key and --secret-key (SLUICE_ACCESS_KEY and SLUICE_SECRET_KEY) are given together or not at all; a blank one counts as not given")]
     Credentials,
+    /// The TLS flags do not go together, or a file one names cannot be
+    /// used.
+    #[error("{flag} {value:?}: allowed: {allowed}")]
+    Tls {
+        /// The flag at fault (`--tls`, `--tls-trust`, `--tls-cert` or
+        /// `--tls-key`).
+        flag: &'static str,
+        /// Its value: the file, for a file that cannot be used.
+        value: String,
+        /// What is allowed, and for a file what is wrong with it.
+        allowed: String,
+    },
     /// No broker of the topic holds a message under the key (`QUERY_MESSAGE`
     /// found none, or only messages of other keys with the same hash).
     #[error("{0}")]

@@ -3,8 +3,9 @@
 //!
 //! - [`args`]: the command line (`cluster`, `topic`, `group`,
 //!   `connections`, `broker config`, `broker drain`/`undrain`, `why-busy`,
-//!   `message get`, `user`, `acl`), and `--access-key`/`--secret-key`,
-//!   which sign every request.
+//!   `message get`, `user`, `acl`), `--access-key`/`--secret-key`, which
+//!   sign every request, and `--tls` (with `--tls-trust`, `--tls-cert`,
+//!   `--tls-key`), which makes every connection over TLS.
 //! - [`call`]: requests with a timeout, answers checked and read, and the
 //!   lookups commands start from (cluster info, routes, master brokers).
 //! - [`commands`]: what each command asks and the report it returns.
@@ -57,10 +58,11 @@ pub async fn run(cli: &Cli) -> Result<String, AdminError> {
 /// # Errors
 /// As [`run`]; parts already handed over stay handed over.
 pub async fn run_each(cli: &Cli, mut emit: impl FnMut(String)) -> Result<(), AdminError> {
-    let admin = Admin::with_credentials(
+    let admin = Admin::with_security(
         &cli.namesrv,
         Duration::from_millis(cli.timeout_ms),
         cli.credentials()?,
+        cli.tls.client_tls()?,
     );
     let out = match &cli.command {
         Command::WhyBusy(w) => watch(&admin, w, cli.json, &mut emit).await,

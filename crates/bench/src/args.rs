@@ -276,10 +276,15 @@ pub struct ProduceArgs {
     #[arg(long, default_value_t = 1)]
     pub batch: u32,
     /// Connect to the broker over TLS (remoting only), trusting any
-    /// certificate, as RocketMQ's clients do by default; the broker's
+    /// certificate, as RocketMQ's clients do by default, unless
+    /// --tls-trust names the certificates to trust; the broker's
     /// `tlsServerMode` must be `permissive` or `enforcing`.
     #[arg(long)]
     pub tls: bool,
+    /// PEM file of the certificates to trust instead of any: the broker's
+    /// certificate must be one of them or signed by one. Needs --tls.
+    #[arg(long, value_name = "PEM", requires = "tls")]
+    pub tls_trust: Option<PathBuf>,
     /// What signs every request (remoting only).
     #[command(flatten)]
     pub credentials: CredentialArgs,
@@ -314,6 +319,7 @@ impl ProduceArgs {
             producer_heartbeat: self.producer_heartbeat,
             batch: self.batch,
             tls: self.tls,
+            tls_trust: self.tls_trust.clone(),
             credentials: self.credentials.credentials()?,
         };
         let mode = match self.rate {
@@ -664,6 +670,17 @@ mod tests {
             other => anyhow::bail!("unexpected {other:?}"),
         }
         assert!(command(&["create-topic", "--secret-key", "b"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn tls_trusts_any_certificate_unless_tls_trust_names_the_roots() -> Result<()> {
+        let (config, _) = parse(&["--tls"])?;
+        assert!(config.tls);
+        assert_eq!(config.tls_trust, None);
+        let (config, _) = parse(&["--tls", "--tls-trust", "/ca.pem"])?;
+        assert_eq!(config.tls_trust, Some(PathBuf::from("/ca.pem")));
+        assert!(parse(&["--tls-trust", "/ca.pem"]).is_err(), "needs --tls");
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! What a run does: the broker and topic to send to, over which
 //! [`Protocol`], how long, over how many connections, and in which [`Mode`].
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{ensure, Result};
 use client_core::Secret;
@@ -89,9 +89,13 @@ pub struct Config {
     /// (remoting only, without delays or transactions). At least 1.
     pub batch: u32,
     /// Remoting over TLS, trusting any certificate (as RocketMQ's clients
-    /// do by default): the broker's `tlsServerMode` must be `permissive`
-    /// or `enforcing`. Remoting only.
+    /// do by default) unless `tls_trust` names the roots: the broker's
+    /// `tlsServerMode` must be `permissive` or `enforcing`. Remoting only.
     pub tls: bool,
+    /// With `tls`, the PEM file of the certificates to trust instead of
+    /// any: the broker's certificate must be one of them or signed by one.
+    /// Only with `tls`.
+    pub tls_trust: Option<PathBuf>,
     /// Signs every remoting request (route lookups included) with these
     /// credentials; `None` sends them unsigned. Remoting only.
     pub credentials: Option<Credentials>,
@@ -159,6 +163,7 @@ impl Config {
             producer_heartbeat: false,
             batch: 1,
             tls: false,
+            tls_trust: None,
             credentials: None,
             progress: true,
         }
@@ -175,6 +180,10 @@ impl Config {
             "namesrv address must not be empty"
         );
         ensure!(!self.topic.is_empty(), "topic must not be empty");
+        ensure!(
+            self.tls || self.tls_trust.is_none(),
+            "tls-trust is only used with tls"
+        );
         if self.protocol == Protocol::Grpc {
             ensure!(!self.grpc.is_empty(), "grpc address must not be empty");
             ensure!(

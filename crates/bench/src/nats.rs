@@ -100,6 +100,7 @@ impl NatsConfig {
             producer_heartbeat: false,
             batch: 1,
             tls: false,
+            tls_trust: None,
             credentials: None,
             progress: self.progress,
             honour_retry_after: false,

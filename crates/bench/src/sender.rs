@@ -177,7 +177,7 @@ impl RemotingSender {
 async fn connect_all(config: &Config, destinations: &[Destination]) -> Result<Vec<Target>> {
     let options = ClientOptions {
         tls: if config.tls {
-            Some(ClientTls::trust_any().context("set up TLS")?)
+            Some(ClientTls::new(config.tls_trust.as_deref(), None).context("set up TLS")?)
         } else {
             None
         },

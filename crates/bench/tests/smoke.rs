@@ -184,6 +184,22 @@ async fn with_tls_the_loop_reaches_a_broker_that_enforces_it() -> Result<()> {
         .await
         .context("the closed loop stops by itself")??;
     assert_busy_counted(&report);
+    // Trusting the broker's own certificate reaches it too; trusting
+    // another one refuses it at the handshake.
+    config.tls_trust = Some(crt.clone());
+    let report = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert_busy_counted(&report);
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])?;
+    let other_crt = dir.path().join("other.crt");
+    std::fs::write(&other_crt, other.cert.pem())?;
+    config.tls_trust = Some(other_crt);
+    let distrusted = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")?;
+    assert!(distrusted.is_err() || distrusted.is_ok_and(|r| r.ok == 0));
+    config.tls_trust = None;
     // Without TLS the enforcing port closes every connection unanswered.
     config.tls = false;
     let plain = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))

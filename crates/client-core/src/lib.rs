@@ -9,6 +9,9 @@
 //!   with the auto-create (`TBW102`) fallback.
 //! - [`credentials()`] and [`Secret`]: the access-key settings
 //!   (`accessKey`, `secretKey`, `securityToken`) that sign every request.
+//! - [`client_tls()`] and [`TlsSettings`]: the TLS settings (`useTLS`,
+//!   `tlsClientTrustCertPath`, `tlsClientCertPath`, `tlsClientKeyPath`)
+//!   that every connection starts with.
 //! - [`Deadline`] and [`CallError`]: a call's time budget, and the failures
 //!   every call can end in, which the clients' own error types carry under
 //!   the same names.
@@ -28,6 +31,7 @@ pub mod millis;
 mod namesrv;
 mod queue;
 pub mod route;
+mod tls;
 
 pub use cache::{PublishRoute, RouteCache};
 pub use credentials::{credentials, CredentialsError, Secret};
@@ -35,3 +39,7 @@ pub use deadline::Deadline;
 pub use error::{waiting_on, CallError};
 pub use namesrv::{addr_list, split_addrs, NameServers};
 pub use queue::MessageQueue;
+pub use tls::{
+    client_tls, TlsSettings, TlsSettingsError, TLS_CLIENT_CERT_PATH, TLS_CLIENT_KEY_PATH,
+    TLS_CLIENT_TRUST_CERT_PATH, USE_TLS,
+};

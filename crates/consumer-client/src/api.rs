@@ -61,7 +61,8 @@ struct ConsumerIdList {
 impl Api {
     /// The API of the name servers `namesrv`, each request allowed
     /// `timeout`, over a transport with `options` (what to do with the
-    /// brokers' requests, the credentials that sign every request).
+    /// brokers' requests, the credentials that sign every request, the
+    /// TLS every connection starts with).
     pub(crate) fn with_options(
         namesrv: Vec<String>,
         timeout: Duration,

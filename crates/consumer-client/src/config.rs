@@ -2,9 +2,10 @@
 //! (`DefaultMQPushConsumer`, `DefaultMQPullConsumer`, `ClientConfig`), plus
 //! the few Sluice adds.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
-use client_core::{addr_list, millis, split_addrs, Secret};
+use client_core::{addr_list, millis, split_addrs, Secret, TlsSettings};
+use remoting_net::ClientTls;
 use remoting_protocol::acl::Credentials;
 use serde::{Deserialize, Serialize};
 
@@ -179,6 +180,24 @@ pub struct ConsumerConfig {
     /// (`SecurityToken`). Only with `accessKey` and `secretKey`; default
     /// none.
     pub security_token: Option<Secret>,
+    /// Start every connection, to brokers and name servers alike, with a
+    /// TLS handshake (RocketMQ's `useTLS`). Default false: plain
+    /// connections, which a server whose TLS mode is `enforcing` closes.
+    #[serde(rename = "useTLS")]
+    pub use_tls: bool,
+    /// PEM file of the certificates the consumer trusts: a server's
+    /// certificate must be one of them or signed by one. Only with
+    /// `useTLS`; default none, and any server certificate is taken (the
+    /// connection is encrypted but the server not authenticated, as
+    /// RocketMQ's clients do by default).
+    pub tls_client_trust_cert_path: Option<PathBuf>,
+    /// PEM file of the certificate chain the consumer shows servers that
+    /// ask for one (a server requiring client certificates). Only with
+    /// `useTLS`, given together with `tlsClientKeyPath`; default none.
+    pub tls_client_cert_path: Option<PathBuf>,
+    /// PEM file of the private key of `tlsClientCertPath`. Only with
+    /// `useTLS`, given together with `tlsClientCertPath`; default none.
+    pub tls_client_key_path: Option<PathBuf>,
 }
 
 impl Default for ConsumerConfig {
@@ -214,6 +233,10 @@ impl Default for ConsumerConfig {
             access_key: None,
             secret_key: None,
             security_token: None,
+            use_tls: false,
+            tls_client_trust_cert_path: None,
+            tls_client_cert_path: None,
+            tls_client_key_path: None,
         }
     }
 }
@@ -364,6 +387,7 @@ impl ConsumerConfig {
             }
         }
         self.credentials()?;
+        self.tls()?;
         Ok(())
     }
 
@@ -380,6 +404,29 @@ impl ConsumerConfig {
             self.secret_key.as_ref(),
             self.security_token.as_ref(),
         )
+        .map_err(|e| ConsumerError::Config {
+            key: e.key,
+            value: e.value,
+            allowed: e.allowed,
+        })
+    }
+
+    /// The TLS of `useTLS`, `tlsClientTrustCertPath`, `tlsClientCertPath`
+    /// and `tlsClientKeyPath` that every connection starts with; `None`
+    /// when `useTLS` is false. The files are read now.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Config`] when only one of `tlsClientCertPath` and
+    /// `tlsClientKeyPath` is given (the error names both), a path comes
+    /// without `useTLS` (naming `useTLS`), or a file cannot be read or
+    /// holds nothing usable (naming its key and the file).
+    pub fn tls(&self) -> Result<Option<ClientTls>, ConsumerError> {
+        client_core::client_tls(TlsSettings {
+            use_tls: self.use_tls,
+            trust_cert_path: self.tls_client_trust_cert_path.as_deref(),
+            cert_path: self.tls_client_cert_path.as_deref(),
+            key_path: self.tls_client_key_path.as_deref(),
+        })
         .map_err(|e| ConsumerError::Config {
             key: e.key,
             value: e.value,
@@ -483,5 +530,62 @@ mod tests {
             );
             assert!(!text.contains("pw"), "{text}");
         }
+    }
+
+    #[test]
+    fn tls_keys_deserialize_with_rocketmq_names_and_default_to_plain() {
+        let plain = ConsumerConfig::new("a:1", "G");
+        assert!(!plain.use_tls);
+        assert!(plain.tls().unwrap().is_none());
+        let c: ConsumerConfig =
+            serde_json::from_str(r#"{"namesrvAddr": "a:1", "consumerGroup": "G", "useTLS": true}"#)
+                .unwrap();
+        assert!(c.use_tls);
+        assert!(c.validate().is_ok());
+        assert!(c.tls().unwrap().is_some(), "useTLS alone trusts any server");
+        let c: ConsumerConfig = serde_json::from_str(
+            r#"{"namesrvAddr": "a:1", "consumerGroup": "G", "useTLS": true,
+                "tlsClientTrustCertPath": "/ca.pem",
+                "tlsClientCertPath": "/c.pem", "tlsClientKeyPath": "/k.pem"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.tls_client_trust_cert_path, Some("/ca.pem".into()));
+        assert_eq!(c.tls_client_cert_path, Some("/c.pem".into()));
+        assert_eq!(c.tls_client_key_path, Some("/k.pem".into()));
+        let other_case = serde_json::from_str::<ConsumerConfig>(r#"{"useTls": true}"#);
+        assert!(other_case.unwrap_err().to_string().contains("useTls"));
+    }
+
+    #[test]
+    fn tls_paths_are_checked_with_the_other_settings_naming_the_key_at_fault() {
+        let key_of = |c: ConsumerConfig| match c.validate() {
+            Err(ConsumerError::Config {
+                key,
+                value,
+                allowed,
+            }) => (key, value, allowed),
+            other => panic!("{other:?}"),
+        };
+        let (key, _, allowed) = key_of(ConsumerConfig {
+            tls_client_trust_cert_path: Some("/ca.pem".into()),
+            ..ConsumerConfig::new("a:1", "G")
+        });
+        assert_eq!(key, "useTLS");
+        assert!(allowed.contains("tlsClientTrustCertPath"), "{allowed}");
+        let (key, _, allowed) = key_of(ConsumerConfig {
+            use_tls: true,
+            tls_client_cert_path: Some("/c.pem".into()),
+            ..ConsumerConfig::new("a:1", "G")
+        });
+        assert_eq!(key, "tlsClientKeyPath");
+        assert!(allowed.contains("tlsClientCertPath"), "{allowed}");
+        let missing = std::env::temp_dir().join("sluice-no-such-dir/ca.pem");
+        let (key, value, _) = key_of(ConsumerConfig {
+            use_tls: true,
+            tls_client_trust_cert_path: Some(missing.clone()),
+            ..ConsumerConfig::new("a:1", "G")
+        });
+        assert_eq!(key, "tlsClientTrustCertPath");
+        assert_eq!(value, missing.display().to_string());
     }
 }

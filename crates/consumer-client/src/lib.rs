@@ -74,6 +74,13 @@
 //! and brokers alike, is signed as RocketMQ's access control expects;
 //! without them requests go unsigned.
 //!
+//! # TLS
+//! With `useTLS` in the [`ConsumerConfig`], every connection the consumer makes,
+//! to name servers and brokers alike, starts with a TLS handshake. It
+//! trusts any server certificate unless `tlsClientTrustCertPath` names the
+//! PEM file of the certificates to trust, and shows the certificate of
+//! `tlsClientCertPath` and `tlsClientKeyPath` to servers that ask for one.
+//!
 //! # Invariants worth naming
 //! - A released queue's offset is committed once, after its pull task
 //!   stopped, and no later handler result can move it again.

@@ -79,6 +79,7 @@ impl PullConsumer {
         config.validate()?;
         let options = ClientOptions {
             credentials: config.credentials()?,
+            tls: config.tls()?,
             ..ClientOptions::default()
         };
         let api = Api::with_options(

@@ -164,6 +164,7 @@ impl PushConsumer {
                 Arc::clone(&rebalance_now),
             )),
             credentials: config.credentials()?,
+            tls: config.tls()?,
             ..ClientOptions::default()
         };
         let inner = Arc::new(Inner {

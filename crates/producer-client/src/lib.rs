@@ -58,6 +58,13 @@
 //! and brokers alike, is signed as RocketMQ's access control expects;
 //! without them requests go unsigned.
 //!
+//! # TLS
+//! With `useTLS` in the [`ProducerConfig`], every connection the producer makes,
+//! to name servers and brokers alike, starts with a TLS handshake. It
+//! trusts any server certificate unless `tlsClientTrustCertPath` names the
+//! PEM file of the certificates to trust, and shows the certificate of
+//! `tlsClientCertPath` and `tlsClientKeyPath` to servers that ask for one.
+//!
 //! # Invariants worth naming
 //! - No send outlives its budget (`sendMsgTimeout`): permit wait, route
 //!   lookup, attempts and back-off pauses all come out of it.

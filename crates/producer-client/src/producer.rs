@@ -57,7 +57,8 @@ impl Producer {
     /// server of brokers' requests, and topics whose brokers are registered
     /// with from the start: their routes are looked up and every broker of
     /// a cached route heartbeaten before this returns. The configuration's
-    /// credentials, if any, sign every request.
+    /// credentials, if any, sign every request, and its TLS settings, if
+    /// `useTLS`, secure every connection.
     pub(crate) async fn start_with(
         config: ProducerConfig,
         mut options: ClientOptions,
@@ -65,6 +66,7 @@ impl Producer {
     ) -> Result<Self, ProducerError> {
         config.validate()?;
         options.credentials = config.credentials()?;
+        options.tls = config.tls()?;
         let ip = local_ip(&config.namesrv_addr[0]).await;
         let budget = match config.busy_policy {
             BusyPolicy::Never => None,
