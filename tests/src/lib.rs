@@ -489,3 +489,180 @@ pub async fn runtime_figure(client: &RemotingClient, addr: &str, key: &str) -> R
         .parse()
         .with_context(|| format!("runtime info {key} is not a number"))
 }
+
+/// The lines of the log file `path` that contain `part`, without their
+/// terminal colour sequences (`ESC [ ... m`, which the broker's log has
+/// around field names); none when the file cannot be read.
+pub fn log_lines(path: &Path, part: &str) -> Vec<String> {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+        .lines()
+        .filter(|l| l.contains(part))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A super user's client for the access-control set-up of a scenario broker
+/// with authentication on: every request it sends is signed with the
+/// credentials given.
+#[derive(Debug)]
+pub struct SignedAdmin {
+    client: RemotingClient,
+    /// The TLS of its connections (also to the name server), if any.
+    tls: Option<remoting_net::ClientTls>,
+    /// The broker's remoting address.
+    pub addr: String,
+}
+
+impl SignedAdmin {
+    /// A plain client of the broker at `addr` signing as `access_key`.
+    pub fn new(addr: &str, access_key: &str, secret_key: &str) -> Self {
+        Self::with_tls(addr, access_key, secret_key, None)
+    }
+
+    /// A client of the broker at `addr` signing as `access_key`, over TLS
+    /// trusting any certificate.
+    ///
+    /// # Errors
+    /// When the TLS client cannot be set up.
+    pub fn over_tls(addr: &str, access_key: &str, secret_key: &str) -> Result<Self> {
+        let tls = remoting_net::ClientTls::trust_any().context("TLS client")?;
+        Ok(Self::with_tls(addr, access_key, secret_key, Some(tls)))
+    }
+
+    fn with_tls(
+        addr: &str,
+        access_key: &str,
+        secret_key: &str,
+        tls: Option<remoting_net::ClientTls>,
+    ) -> Self {
+        Self {
+            client: RemotingClient::new(ClientOptions {
+                credentials: Some(remoting_protocol::acl::Credentials::new(
+                    access_key, secret_key,
+                )),
+                tls: tls.clone(),
+                ..ClientOptions::default()
+            }),
+            tls,
+            addr: addr.to_owned(),
+        }
+    }
+
+    /// Sends `request` and checks that it succeeded.
+    ///
+    /// # Errors
+    /// When no answer comes within 10 s or the answer is not `SUCCESS`.
+    pub async fn expect_success(&self, what: &str, request: RemotingCommand) -> Result<()> {
+        let resp = self
+            .client
+            .invoke(&self.addr, request, Duration::from_secs(10))
+            .await
+            .with_context(|| format!("{what} on {}", self.addr))?;
+        ensure!(
+            resp.response_code() == ResponseCode::SUCCESS,
+            "{what} on {}: {:?} {:?}",
+            self.addr,
+            resp.response_code(),
+            resp.remark
+        );
+        Ok(())
+    }
+
+    /// Creates the user `name` (`user_type` `Super` or `Normal`).
+    ///
+    /// # Errors
+    /// When the broker refuses.
+    pub async fn create_user(&self, name: &str, password: &str, user_type: &str) -> Result<()> {
+        let mut req = RemotingCommand::request(RequestCode::AUTH_CREATE_USER);
+        req.ext_fields.insert("username".into(), name.into());
+        let user = remoting_protocol::body::UserInfo {
+            username: Some(name.into()),
+            password: Some(password.into()),
+            user_type: Some(user_type.into()),
+            user_status: None,
+        };
+        let req = req.with_body(remoting_protocol::body::to_json(&user));
+        self.expect_success(&format!("create user {name}"), req)
+            .await
+    }
+
+    /// Gives `User:<user>` one policy whose entries allow each resource
+    /// (`Topic:t`, `Group:g`, ...) its actions (`Pub`, `Sub`, ...) from any
+    /// address.
+    ///
+    /// # Errors
+    /// When the broker refuses.
+    pub async fn allow(&self, user: &str, entries: &[(&str, &[&str])]) -> Result<()> {
+        use remoting_protocol::body::{AclInfo, PolicyEntryInfo, PolicyInfo};
+        let subject = format!("User:{user}");
+        let acl = AclInfo {
+            subject: subject.clone(),
+            policies: vec![PolicyInfo {
+                policy_type: Some("Custom".into()),
+                entries: entries
+                    .iter()
+                    .map(|(resource, actions)| PolicyEntryInfo {
+                        resource: (*resource).into(),
+                        actions: actions.iter().map(|a| (*a).to_owned()).collect(),
+                        source_ips: vec![],
+                        decision: Some("Allow".into()),
+                    })
+                    .collect(),
+            }],
+        };
+        let mut req = RemotingCommand::request(RequestCode::AUTH_CREATE_ACL);
+        req.ext_fields
+            .insert("subject".into(), subject.clone().into());
+        let req = req.with_body(remoting_protocol::body::to_json(&acl));
+        self.expect_success(&format!("create the ACL of {subject}"), req)
+            .await
+    }
+
+    /// Creates `topic` with `queues` queues and waits (up to 15 s) until the
+    /// name server `namesrv` routes it.
+    ///
+    /// # Errors
+    /// When the broker refuses or the route does not appear in time.
+    pub async fn create_topic(&self, namesrv: &str, topic: &str, queues: i32) -> Result<()> {
+        self.expect_success(
+            &format!("create topic {topic}"),
+            create_topic_request(topic, queues),
+        )
+        .await?;
+        let reader = RemotingClient::new(ClientOptions {
+            tls: self.tls.clone(),
+            ..ClientOptions::default()
+        });
+        let routed = wait_for(Duration::from_secs(15), || async {
+            let header = remoting_protocol::header::GetRouteInfoRequestHeader {
+                topic: topic.into(),
+                ..Default::default()
+            };
+            let req =
+                RemotingCommand::request_with_header(RequestCode::GET_ROUTEINFO_BY_TOPIC, &header);
+            reader
+                .invoke(namesrv, req, Duration::from_secs(3))
+                .await
+                .is_ok_and(|r| r.response_code() == ResponseCode::SUCCESS)
+        })
+        .await
+        .with_context(|| format!("route of {topic} on {namesrv}"));
+        reader.close_all().await;
+        routed
+    }
+}
