@@ -5,7 +5,9 @@
 //! topic served, a send elsewhere refused), TLS and plain clients on a
 //! permissive port, only TLS ones on an enforcing port, and a broker whose
 //! `innerClientAuthenticationCredentials` differ from the cluster's kept out
-//! of the name server's cluster while one with the right ones registers.
+//! of the name server's cluster while one with the right ones registers;
+//! a certificate renewed on disk taken by SIGHUP without dropping open
+//! connections.
 //!
 //! Each scenario starts its own brokers (with their embedded name
 //! servers); the TLS ones get a self-signed certificate for 127.0.0.1,
@@ -373,4 +375,70 @@ async fn security_broker_with_wrong_inner_credentials_cannot_register() {
     );
     assert!(!members.contains("broker-b"), "{members:?}");
     reader.close_all().await;
+}
+
+/// Mechanism: SIGHUP makes the broker read its certificate files again;
+/// new connections get the renewed certificate, open ones keep their
+/// session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_sighup_reads_a_renewed_certificate_and_keeps_open_connections() {
+    let Some(env) = E2eEnv::from_env("security: certificate renewal on SIGHUP") else {
+        return;
+    };
+    let dir = cert_dir(&env, "renewal");
+    let [cert, key] = certificate(&dir);
+    let broker =
+        OwnBroker::start(&env, "renewal", &["tlsServerMode=enforcing", &cert, &key]).unwrap();
+    // Each certificate as a trust root of its own, kept apart from the
+    // files the broker reads.
+    let keep = |name: &str| {
+        let path = dir.join(name);
+        std::fs::copy(dir.join("broker.crt"), &path).unwrap();
+        path
+    };
+    let old_root = keep("old-root.crt");
+    let trusting = |root: &Path| {
+        RemotingClient::new(ClientOptions {
+            tls: Some(ClientTls::trust_roots(root).unwrap()),
+            ..ClientOptions::default()
+        })
+    };
+    let open = trusting(&old_root);
+    let answer = open
+        .invoke(&broker.addr, get_config(), ANSWER_LIMIT)
+        .await
+        .unwrap();
+    expect("before renewal", &answer, ResponseCode::SUCCESS, &[]);
+
+    certificate(&dir);
+    let new_root = keep("new-root.crt");
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &broker.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success(), "kill -HUP");
+    wait_for(Duration::from_secs(20), || async {
+        let fresh = trusting(&new_root);
+        let ok = fresh.invoke(&broker.addr, get_config(), ANSWER_LIMIT).await;
+        fresh.close_all().await;
+        ok.is_ok_and(|a| a.response_code() == ResponseCode::SUCCESS)
+    })
+    .await
+    .expect("a client trusting the renewed certificate is served");
+    let stale = trusting(&old_root);
+    assert!(
+        stale
+            .invoke(&broker.addr, get_config(), ANSWER_LIMIT)
+            .await
+            .is_err(),
+        "a new connection still got the old certificate"
+    );
+    stale.close_all().await;
+    // The connection opened before the renewal goes on.
+    let answer = open
+        .invoke(&broker.addr, get_config(), ANSWER_LIMIT)
+        .await
+        .unwrap();
+    expect("the open connection", &answer, ResponseCode::SUCCESS, &[]);
+    open.close_all().await;
 }

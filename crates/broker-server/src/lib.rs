@@ -97,7 +97,7 @@ pub enum BrokerError {
 /// reads the files again. `port` names the port in errors and logs.
 fn server_tls(
     b: &config::BrokerSection,
-    port: &str,
+    port: &'static str,
     alpn: Vec<Vec<u8>>,
 ) -> Result<Option<Arc<ServerTls>>, BrokerError> {
     let mode = b.tls_mode()?;
@@ -118,31 +118,9 @@ fn server_tls(
             source: std::io::Error::other(e),
         })?;
     let tls = Arc::new(tls);
-    reload_on_sighup(Arc::downgrade(&tls));
+    ServerTls::reload_on_sighup(&tls, port);
     tracing::info!(mode = %mode, cert, key, port, "TLS on");
     Ok(Some(tls))
-}
-
-/// Reads the TLS files again on each SIGHUP while the broker runs.
-fn reload_on_sighup(tls: std::sync::Weak<ServerTls>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(cause = %e, "cannot watch SIGHUP; TLS files are read at start only");
-            return;
-        }
-    };
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            let Some(tls) = tls.upgrade() else { return };
-            match tls.reload() {
-                Ok(()) => tracing::info!("SIGHUP: TLS certificate and key read again"),
-                Err(e) => tracing::error!(cause = %e,
-                    "SIGHUP: cannot read the TLS files again; the ones in use stay"),
-            }
-        }
-    });
 }
 
 fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {

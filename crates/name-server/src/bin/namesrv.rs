@@ -61,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
         .map(Arc::new);
     if let Some(tls) = &tls {
         tracing::info!(mode = %tls.mode(), "TLS on the name server port");
-        reload_on_sighup(Arc::downgrade(tls));
+        ServerTls::reload_on_sighup(tls, "name server");
     }
     let kv_config = name_server::open_kv_config(&config)?;
     let addr = format!("{}:{}", args.bind, config.listen_port);
@@ -125,25 +125,6 @@ fn settings(
         apply(key.trim(), v)?;
     }
     serde_json::from_value(value).context("invalid name server configuration")
-}
-
-/// Reads the TLS files again on each SIGHUP.
-fn reload_on_sighup(tls: std::sync::Weak<ServerTls>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-        tracing::warn!("cannot watch SIGHUP; TLS files are read at start only");
-        return;
-    };
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            let Some(tls) = tls.upgrade() else { return };
-            match tls.reload() {
-                Ok(()) => tracing::info!("SIGHUP: TLS certificate and key read again"),
-                Err(e) => tracing::error!(cause = %e,
-                    "SIGHUP: cannot read the TLS files again; the ones in use stay"),
-            }
-        }
-    });
 }
 
 async fn shutdown_signal() {

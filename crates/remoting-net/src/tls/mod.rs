@@ -227,6 +227,31 @@ impl ServerTls {
         Ok(())
     }
 
+    /// Reads the files again on each SIGHUP (see [`ServerTls::reload`])
+    /// for as long as `tls` lives, logging what happened; `port` names
+    /// the port in the log. Call it on a tokio runtime.
+    pub fn reload_on_sighup(tls: &Arc<ServerTls>, port: &'static str) {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(port, cause = %e, "cannot watch SIGHUP; TLS files are read at start only");
+                return;
+            }
+        };
+        let tls = Arc::downgrade(tls);
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                let Some(tls) = tls.upgrade() else { return };
+                match tls.reload() {
+                    Ok(()) => tracing::info!(port, "SIGHUP: TLS certificate and key read again"),
+                    Err(e) => tracing::error!(port, cause = %e,
+                        "SIGHUP: cannot read the TLS files again; the ones in use stay"),
+                }
+            }
+        });
+    }
+
     fn acceptor(&self) -> TlsAcceptor {
         self.acceptor
             .read()
