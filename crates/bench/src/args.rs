@@ -375,6 +375,14 @@ pub struct ConsumeArgs {
     /// Timeout of each request in milliseconds (held pulls get more).
     #[arg(long, default_value_t = 3000)]
     pub timeout_ms: u64,
+    /// Connect to the name servers and brokers over TLS (remoting only),
+    /// trusting any certificate unless --tls-trust names the ones to
+    /// trust.
+    #[arg(long)]
+    pub tls: bool,
+    /// PEM file of the certificates to trust instead of any. Needs --tls.
+    #[arg(long, value_name = "PEM", requires = "tls")]
+    pub tls_trust: Option<PathBuf>,
     /// What signs every request (remoting only).
     #[command(flatten)]
     pub credentials: CredentialArgs,
@@ -401,6 +409,8 @@ impl ConsumeArgs {
             duration: Duration::from_secs(self.duration),
             timeout: Duration::from_millis(self.timeout_ms),
             progress: true,
+            tls: self.tls,
+            tls_trust: self.tls_trust.clone(),
             credentials: self.credentials.credentials()?,
         };
         config.validate()?;

@@ -87,6 +87,10 @@ pub struct ConsumeConfig {
     pub timeout: Duration,
     /// Print a progress line to stderr every second.
     pub progress: bool,
+    /// Connect to name servers and brokers over TLS. Remoting only.
+    pub tls: bool,
+    /// Trust these certificates (PEM) instead of any; with `tls` only.
+    pub tls_trust: Option<std::path::PathBuf>,
     /// Signs every pull, route lookup and offset request with these
     /// credentials; `None` sends them unsigned. Remoting only.
     pub credentials: Option<Credentials>,
@@ -118,6 +122,7 @@ impl ConsumeConfig {
                 self.credentials.is_none(),
                 "access-key and secret-key are remoting only: gRPC receives are not signed"
             );
+            ensure!(!self.tls, "--tls is remoting only");
             ensure!(
                 self.from == StartFrom::Last,
                 "--from first is not possible with --protocol grpc: a POP group reads from \
@@ -334,6 +339,8 @@ pub async fn consume(config: &ConsumeConfig) -> Result<ConsumeReport> {
     client_config.pull_batch_size = config.batch;
     client_config.mq_client_api_timeout = config.timeout;
     (client_config.access_key, client_config.secret_key) = keys_of(config.credentials.as_ref());
+    client_config.use_tls = config.tls;
+    client_config.tls_client_trust_cert_path = config.tls_trust.clone();
     let consumer = Arc::new(
         PullConsumer::start(client_config)
             .await
@@ -505,6 +512,8 @@ mod tests {
             duration: Duration::from_secs(2),
             timeout: Duration::from_secs(3),
             progress: false,
+            tls: false,
+            tls_trust: None,
             credentials: None,
         }
     }

@@ -54,6 +54,8 @@ async fn sends_through_the_route_and_consumes_them_back() -> Result<()> {
             duration: Duration::from_secs(2),
             timeout: Duration::from_secs(3),
             progress: false,
+            tls: false,
+            tls_trust: None,
             credentials: None,
         }),
     )
@@ -91,6 +93,8 @@ async fn grpc_receives_get_what_was_sent_after_the_group_first_read() -> Result<
         duration,
         timeout: Duration::from_secs(3),
         progress: false,
+        tls: false,
+        tls_trust: None,
         credentials: None,
     };
     let within = |c: ConsumeConfig| async move {
@@ -153,6 +157,72 @@ async fn a_sender_honouring_quota_hints_is_paced_without_refusals_after_a_wait()
     assert_eq!(report.failed_total, report.hint_waits, "{}", Table(&report));
     // The one-second burst, then 20 a second.
     assert!(report.ok <= 20 + 2 * 20 + 1, "{}", Table(&report));
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tls_both_benchmarks_reach_a_broker_that_enforces_it() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])?;
+    let (crt, key) = (dir.path().join("broker.crt"), dir.path().join("broker.key"));
+    std::fs::write(&crt, cert.cert.pem())?;
+    std::fs::write(&key, cert.key_pair.serialize_pem())?;
+    let (crt_text, key_text) = (crt.display().to_string(), key.display().to_string());
+    let broker = start_broker(
+        &dir.path().join("store"),
+        &[
+            ("tlsServerMode", "enforcing"),
+            ("tlsServerCertPath", crt_text.as_str()),
+            ("tlsServerKeyPath", key_text.as_str()),
+        ],
+    )
+    .await?;
+    let namesrv = loopback(broker.namesrv_addr().context("embedded name server")?);
+
+    let mut config = Config::new(loopback(broker.remoting_addr()));
+    config.topic = "BenchTlsTopic".into();
+    config.queues = 4;
+    config.warmup = Duration::from_millis(100);
+    config.duration = Duration::from_millis(300);
+    config.body_bytes = 100;
+    config.progress = false;
+    config.tls = true;
+    config.tls_trust = Some(crt.clone());
+    let report = tokio::time::timeout(Duration::from_secs(10), run::closed_loop(&config, 4))
+        .await
+        .context("the closed loop stops by itself")??;
+    assert!(report.ok > 0, "{}", Table(&report));
+    assert_eq!(report.failed_total, 0, "{}", Table(&report));
+
+    let consume_with = |tls: bool| ConsumeConfig {
+        namesrv: namesrv.clone(),
+        topic: "BenchTlsTopic".into(),
+        group: CONSUMER_GROUP.into(),
+        protocol: Protocol::Remoting,
+        grpc: String::new(),
+        receivers: 1,
+        from: StartFrom::First,
+        batch: 32,
+        duration: Duration::from_secs(1),
+        timeout: Duration::from_secs(3),
+        progress: false,
+        tls,
+        tls_trust: tls.then(|| crt.clone()),
+        credentials: None,
+    };
+    let consumed = tokio::time::timeout(Duration::from_secs(20), consume(&consume_with(true)))
+        .await
+        .context("the consumer stops by itself")??;
+    assert!(consumed.messages >= report.ok, "{consumed}");
+    // Without TLS the enforcing name server closes the connection.
+    let plain = tokio::time::timeout(Duration::from_secs(20), consume(&consume_with(false)))
+        .await
+        .context("the consumer stops by itself")?;
+    assert!(
+        plain.is_err(),
+        "a plain consumer read from an enforcing broker"
+    );
     broker.shutdown().await;
     Ok(())
 }
