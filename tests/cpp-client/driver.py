@@ -176,7 +176,8 @@ def start_producer(dll, producer, args, made_by):
         check(dll, "SetProducerNameServerAddress", dll.SetProducerNameServerAddress(producer, args.namesrv.encode()))
         check(dll, "SetProducerSendMsgTimeout", dll.SetProducerSendMsgTimeout(producer, args.send_timeout_ms))
         check(dll, "SetProducerLogLevel", dll.SetProducerLogLevel(producer, LOG_LEVELS[args.log_level]))
-        if args.access_key is not None:
+        # transact has no credential flags.
+        if getattr(args, "access_key", None) is not None:
             check(dll, "SetProducerSessionCredentials", dll.SetProducerSessionCredentials(
                 producer, args.access_key.encode(), args.secret_key.encode(), b""))
         check(dll, "StartProducer", dll.StartProducer(producer))

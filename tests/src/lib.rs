@@ -184,6 +184,8 @@ pub const SLOW_SENDS: [&str; 5] = [
 
 /// How long a scenario's broker may take to open its port.
 const STARTUP_LIMIT: Duration = Duration::from_secs(20);
+/// What a broker logs once started and registered with its name servers.
+const STARTED_LINE: &str = "broker started";
 /// Lines of a scenario broker's log printed when the scenario panics.
 const LOG_TAIL_LINES: usize = 40;
 
@@ -208,8 +210,11 @@ pub fn spawn_broker(
     sets: &[String],
     envs: &[(String, String)],
 ) -> Result<Proc> {
-    let mut launch =
-        Launch::new("broker", bin, dir.join("broker.log")).env_remove_prefixed("SLUICE_");
+    let log = dir.join("broker.log");
+    // The log is appended to across restarts: this start is done when one
+    // more "broker started" line is there.
+    let starts_before = log_lines(&log, STARTED_LINE).len();
+    let mut launch = Launch::new("broker", bin, log.clone()).env_remove_prefixed("SLUICE_");
     for (key, value) in envs {
         launch = launch.env(key, value);
     }
@@ -231,6 +236,17 @@ pub fn spawn_broker(
         .spawn()
         .with_context(|| format!("start {}", bin.display()))?;
     broker.wait_listening(&loopback(port), STARTUP_LIMIT)?;
+    // The port opens before the broker's first registration with its name
+    // servers is answered, and until then its topics have no route; the
+    // broker logs "broker started" once it was.
+    let deadline = std::time::Instant::now() + STARTUP_LIMIT;
+    while log_lines(&log, STARTED_LINE).len() <= starts_before {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the broker did not log {STARTED_LINE:?} within {STARTUP_LIMIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Ok(broker)
 }
 
