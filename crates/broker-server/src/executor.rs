@@ -66,7 +66,10 @@ fn admit_or_serve(state: &BrokerState, reply: Reply, request: RemotingCommand, m
     };
     if let Reply::Remoting(conn) = &reply {
         if let Err(e) = state.access.check(&request, conn.peer().ip()) {
-            tracing::debug!(code = request.code, peer = %conn.peer(), reason = %e, "request refused by access control");
+            let name = request.request_code().name().unwrap_or("request");
+            state
+                .access
+                .note_refusal("remoting", conn.peer().ip(), name, &e);
             if !request.is_oneway() {
                 reply.send(request.response_to(ResponseCode::NO_PERMISSION, Some(e.to_string())));
             }

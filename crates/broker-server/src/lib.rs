@@ -35,6 +35,7 @@ pub mod state;
 pub mod stats;
 pub mod subscriptions;
 pub mod testing;
+mod throttle;
 pub mod timer;
 pub mod topics;
 pub mod transaction;

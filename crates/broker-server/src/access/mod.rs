@@ -15,7 +15,10 @@ use std::{
     collections::HashSet,
     net::IpAddr,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, PoisonError, RwLock},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, PoisonError, RwLock,
+    },
 };
 
 use auth::{
@@ -40,6 +43,11 @@ pub struct Access {
     acls_path: PathBuf,
     /// Serializes writes of the two files.
     persist: Mutex<()>,
+    /// Refusals since the last warning line, by kind (authentication,
+    /// authorization).
+    refused: [AtomicU64; 2],
+    /// When the last warning line of each kind was written.
+    last_warn_ms: [AtomicU64; 2],
 }
 
 impl Access {
@@ -98,6 +106,8 @@ impl Access {
             users_path,
             acls_path,
             persist: Mutex::new(()),
+            refused: Default::default(),
+            last_warn_ms: Default::default(),
         };
         if !created.is_empty() {
             access.persist()?;
@@ -181,6 +191,41 @@ impl Access {
 }
 
 impl Access {
+    /// Counts a refusal of `what` (a request code or RPC name) from `peer`
+    /// over `protocol` in `sluice_access_refusals_total{kind,protocol}`,
+    /// logs it at debug level, and as a warning at most once a second per
+    /// kind, with how many were refused since the previous line.
+    pub(crate) fn note_refusal(
+        &self,
+        protocol: &'static str,
+        peer: IpAddr,
+        what: &str,
+        e: &AuthError,
+    ) {
+        let (kind, index) = match e {
+            AuthError::Denied(_) => ("authorization", 1),
+            _ => ("authentication", 0),
+        };
+        metrics::counter!("sluice_access_refusals_total", "kind" => kind, "protocol" => protocol)
+            .increment(1);
+        tracing::debug!(kind, protocol, %peer, request = %what, reason = %e,
+            "request refused by access control");
+        self.refused[index].fetch_add(1, Ordering::Relaxed);
+        if crate::throttle::once_a_second(&self.last_warn_ms[index]) {
+            let refused = self.refused[index].swap(0, Ordering::Relaxed);
+            tracing::warn!(
+                kind,
+                protocol,
+                %peer,
+                request = %what,
+                refused,
+                reason = %e,
+                "requests refused by access control (logged at most once a second per kind; \
+                 refused: how many since the previous line)"
+            );
+        }
+    }
+
     /// Checks a gRPC call from `peer` by its `authorization` and
     /// `x-mq-date-time` headers, then `needs` (computed only when
     /// authorization is on): `Ok` when it may go ahead. Calls are checked
@@ -231,4 +276,34 @@ fn write_documents(metadata: &Metadata, users: &Path, acls: &Path) -> std::io::R
 
 fn body_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec_pretty(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_logged_at_most_once_a_second_per_kind_and_counted_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let access = Access::load(dir.path(), &AuthSection::default(), "C").unwrap();
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let who = AuthError::Unauthenticated("no AccessKey".into());
+        let what = AuthError::Denied("may not Pub".into());
+        // The first of each kind is logged at once (its count taken).
+        access.note_refusal("remoting", peer, "SEND_MESSAGE", &who);
+        access.note_refusal("grpc", peer, "SendMessage", &what);
+        assert_eq!(access.refused[0].load(Ordering::Relaxed), 0);
+        assert_eq!(access.refused[1].load(Ordering::Relaxed), 0);
+        // Within the second, the next ones are only counted for the next
+        // line (unless a second has passed on a slow machine: then one
+        // more line took the count).
+        let before = access.last_warn_ms[0].load(Ordering::Relaxed);
+        for _ in 0..3 {
+            access.note_refusal("remoting", peer, "SEND_MESSAGE", &who);
+        }
+        let logged_again = access.last_warn_ms[0].load(Ordering::Relaxed) != before;
+        let counted = access.refused[0].load(Ordering::Relaxed);
+        assert!(counted == 3 || logged_again, "{counted}");
+        assert_eq!(access.refused[1].load(Ordering::Relaxed), 0, "kinds apart");
+    }
 }

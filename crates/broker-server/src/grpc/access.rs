@@ -30,6 +30,7 @@ const ROUTE: &[Action] = &[Action::Pub, Action::Sub, Action::Get];
 /// control refuses it.
 pub(crate) fn gate(
     state: &BrokerState,
+    rpc: &'static str,
     metadata: &MetadataMap,
     peer: IpAddr,
     needs: impl FnOnce() -> Vec<Requirement>,
@@ -45,7 +46,7 @@ pub(crate) fn gate(
             needs,
         )
         .map_err(|e| {
-            tracing::debug!(%client, %peer, reason = %e, "gRPC call refused by access control");
+            state.access.note_refusal("grpc", peer, rpc, &e);
             status(Code::Unauthorized, e.to_string())
         })?;
     Ok(client)

@@ -98,12 +98,17 @@ impl GrpcService {
     /// its message.
     fn gate<T>(
         &self,
+        rpc: &'static str,
         request: &Request<T>,
         needs: impl FnOnce(&T) -> Vec<auth::Requirement>,
     ) -> Result<String, Status> {
-        access::gate(&self.state, request.metadata(), peer(request).ip(), || {
-            needs(request.get_ref())
-        })
+        access::gate(
+            &self.state,
+            rpc,
+            request.metadata(),
+            peer(request).ip(),
+            || needs(request.get_ref()),
+        )
     }
 
     /// The queues `0..count` of a topic on this broker.
@@ -226,7 +231,7 @@ impl MessagingService for GrpcService {
             status: Some(st),
             message_queues: queues,
         };
-        if let Err(st) = self.gate(&request, |r| r.needs()) {
+        if let Err(st) = self.gate("QueryRoute", &request, |r| r.needs()) {
             return answer("QueryRoute", started, st.code, reply(st, Vec::new()));
         }
         let req = request.into_inner();
@@ -287,7 +292,7 @@ impl MessagingService for GrpcService {
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, tonic::Status> {
         let started = Instant::now();
-        let st = match self.gate(&request, |r| r.needs()) {
+        let st = match self.gate("Heartbeat", &request, |r| r.needs()) {
             Ok(_) => ok(),
             Err(st) => st,
         };
@@ -304,7 +309,7 @@ impl MessagingService for GrpcService {
         request: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, tonic::Status> {
         let started = Instant::now();
-        let client = match self.gate(&request, |r| r.needs()) {
+        let client = match self.gate("SendMessage", &request, |r| r.needs()) {
             Ok(client) => client,
             Err(st) => {
                 return answer(
@@ -340,7 +345,7 @@ impl MessagingService for GrpcService {
             status: Some(st),
             assignments,
         };
-        if let Err(st) = self.gate(&request, |r| r.needs()) {
+        if let Err(st) = self.gate("QueryAssignment", &request, |r| r.needs()) {
             return answer("QueryAssignment", started, st.code, reply(st, Vec::new()));
         }
         let req = request.into_inner();
@@ -387,7 +392,7 @@ impl MessagingService for GrpcService {
         request: Request<ReceiveMessageRequest>,
     ) -> Result<Response<Self::ReceiveMessageStream>, tonic::Status> {
         let started = Instant::now();
-        if let Err(st) = self.gate(&request, |r| r.needs()) {
+        if let Err(st) = self.gate("ReceiveMessage", &request, |r| r.needs()) {
             crate::metrics::grpc_call("ReceiveMessage", st.code, started.elapsed().as_secs_f64());
             return Ok(Response::new(single(ReceiveMessageResponse {
                 content: Some(receive_message_response::Content::Status(st)),
@@ -411,7 +416,7 @@ impl MessagingService for GrpcService {
         request: Request<AckMessageRequest>,
     ) -> Result<Response<AckMessageResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
+        let body = if let Err(st) = self.gate("AckMessage", &request, |r| r.needs()) {
             AckMessageResponse {
                 status: Some(st),
                 entries: Vec::new(),
@@ -428,7 +433,9 @@ impl MessagingService for GrpcService {
         request: Request<ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<ForwardMessageToDeadLetterQueueResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
+        let body = if let Err(st) =
+            self.gate("ForwardMessageToDeadLetterQueue", &request, |r| r.needs())
+        {
             ForwardMessageToDeadLetterQueueResponse { status: Some(st) }
         } else {
             receive::forward_to_dead_letter(&self.state, peer(&request), request.get_ref()).await
@@ -503,7 +510,7 @@ impl MessagingService for GrpcService {
         request: Request<EndTransactionRequest>,
     ) -> Result<Response<EndTransactionResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
+        let body = if let Err(st) = self.gate("EndTransaction", &request, |r| r.needs()) {
             EndTransactionResponse { status: Some(st) }
         } else {
             let from = peer(&request);
@@ -520,7 +527,7 @@ impl MessagingService for GrpcService {
         request: Request<Streaming<TelemetryCommand>>,
     ) -> Result<Response<Self::TelemetryStream>, tonic::Status> {
         let started = Instant::now();
-        let client = match self.gate(&request, |_| Vec::new()) {
+        let client = match self.gate("Telemetry", &request, |_| Vec::new()) {
             Ok(client) => client,
             Err(st) => {
                 crate::metrics::grpc_call("Telemetry", st.code, started.elapsed().as_secs_f64());
@@ -551,7 +558,7 @@ impl MessagingService for GrpcService {
         request: Request<NotifyClientTerminationRequest>,
     ) -> Result<Response<NotifyClientTerminationResponse>, tonic::Status> {
         let started = Instant::now();
-        let st = match self.gate(&request, |_| Vec::new()) {
+        let st = match self.gate("NotifyClientTermination", &request, |_| Vec::new()) {
             Ok(client) => {
                 tracing::debug!(%client, "gRPC client terminated");
                 ok()
@@ -571,7 +578,7 @@ impl MessagingService for GrpcService {
         request: Request<ChangeInvisibleDurationRequest>,
     ) -> Result<Response<ChangeInvisibleDurationResponse>, tonic::Status> {
         let started = Instant::now();
-        let body = if let Err(st) = self.gate(&request, |r| r.needs()) {
+        let body = if let Err(st) = self.gate("ChangeInvisibleDuration", &request, |r| r.needs()) {
             ChangeInvisibleDurationResponse {
                 status: Some(st),
                 receipt_handle: String::new(),
