@@ -28,10 +28,11 @@ impl Requirement {
     }
 }
 
-/// Users by name and ACLs by subject.
+/// Users and their ACLs, both by user name.
 #[derive(Debug, Clone, Default)]
 pub struct Metadata {
     users: BTreeMap<String, Arc<User>>,
+    /// By user name (the subject `User:<name>` without its prefix).
     acls: BTreeMap<String, Acl>,
 }
 
@@ -64,7 +65,9 @@ impl Metadata {
         }
         for info in &acls.acls {
             let acl = Acl::from_info(info)?;
-            metadata.acls.insert(acl.subject.clone(), acl);
+            metadata
+                .acls
+                .insert(user_name(&acl.subject).to_owned(), acl);
         }
         Ok(metadata)
     }
@@ -120,7 +123,7 @@ impl Metadata {
         }
         let entries = self
             .acls
-            .get(&user.subject())
+            .get(&user.username)
             .map_or(&[][..], |acl| acl.entries.as_slice());
         let matching = |kind: PolicyType| {
             entries
@@ -202,7 +205,7 @@ impl Metadata {
 
     /// Deletes a user and its ACL; false when there was no such user.
     pub fn delete_user(&mut self, username: &str) -> bool {
-        self.acls.remove(&format!("User:{username}"));
+        self.acls.remove(username);
         self.users.remove(username).is_some()
     }
 
@@ -232,14 +235,12 @@ impl Metadata {
     /// The body is not valid, or names a user that does not exist.
     pub fn put_acl(&mut self, info: &AclInfo) -> Result<(), AuthError> {
         let acl = Acl::from_info(info)?;
-        let name = acl
-            .subject
-            .trim_start_matches(crate::model::USER_SUBJECT_PREFIX);
-        self.user(name)?;
-        match self.acls.get_mut(&acl.subject) {
+        let name = user_name(&acl.subject).to_owned();
+        self.user(&name)?;
+        match self.acls.get_mut(&name) {
             Some(existing) => existing.merge(acl),
             None => {
-                self.acls.insert(acl.subject.clone(), acl);
+                self.acls.insert(name, acl);
             }
         }
         Ok(())
@@ -258,7 +259,7 @@ impl Metadata {
     ) -> Result<bool, AuthError> {
         let subject = parse_subject(subject)?;
         let resource = resource.map(str::parse::<Pattern>).transpose()?;
-        let Some(acl) = self.acls.get_mut(&subject) else {
+        let Some(acl) = self.acls.get_mut(user_name(&subject)) else {
             return Ok(false);
         };
         let before = acl.entries.len();
@@ -268,7 +269,7 @@ impl Metadata {
         });
         let removed = acl.entries.len() != before;
         if acl.entries.is_empty() {
-            self.acls.remove(&subject);
+            self.acls.remove(user_name(&subject));
         }
         Ok(removed)
     }
@@ -280,7 +281,7 @@ impl Metadata {
     pub fn acl(&self, subject: &str) -> Result<&Acl, AuthError> {
         let subject = parse_subject(subject)?;
         self.acls
-            .get(&subject)
+            .get(user_name(&subject))
             .ok_or_else(|| AuthError::NotFound(format!("{subject} has no ACL")))
     }
 
@@ -299,6 +300,14 @@ impl Metadata {
             })
             .collect()
     }
+}
+
+/// The user name of a subject (`User:<name>`, as `parse_subject` makes
+/// them): what ACLs are kept by.
+fn user_name(subject: &str) -> &str {
+    subject
+        .strip_prefix(crate::model::USER_SUBJECT_PREFIX)
+        .unwrap_or(subject)
 }
 
 fn deny_first(entry: &Entry) -> u8 {

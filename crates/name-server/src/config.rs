@@ -126,19 +126,11 @@ impl NamesrvConfig {
     /// [`ConfigError`] when authentication is on and the credentials are
     /// missing or not the JSON expected (the value is not echoed).
     pub fn cluster_credentials(&self) -> Result<Option<Credentials>, ConfigError> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Inner {
-            access_key: String,
-            secret_key: String,
-        }
         if !self.authentication_enabled {
             return Ok(None);
         }
-        serde_json::from_str::<Inner>(self.inner_client_authentication_credentials.trim())
-            .ok()
-            .filter(|c| !c.access_key.is_empty() && !c.secret_key.is_empty())
-            .map(|c| Some(Credentials::new(c.access_key, c.secret_key)))
+        Credentials::from_json(&self.inner_client_authentication_credentials)
+            .map(Some)
             .ok_or_else(|| ConfigError {
                 key: "innerClientAuthenticationCredentials",
                 value: "(hidden)".into(),

@@ -51,6 +51,24 @@ impl Credentials {
     }
 }
 
+impl Credentials {
+    /// Reads RocketMQ's JSON form `{"accessKey":"...","secretKey":"..."}`
+    /// (`innerClientAuthenticationCredentials`); `None` unless both are
+    /// there and not empty.
+    pub fn from_json(text: &str) -> Option<Self> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Keys {
+            access_key: String,
+            secret_key: String,
+        }
+        serde_json::from_str::<Keys>(text.trim())
+            .ok()
+            .filter(|k| !k.access_key.is_empty() && !k.secret_key.is_empty())
+            .map(|k| Self::new(k.access_key, k.secret_key))
+    }
+}
+
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Credentials")
@@ -240,6 +258,20 @@ mod tests {
         mac.update(b"akyx");
         let expected = STANDARD.encode(mac.finalize().into_bytes());
         assert_eq!(cmd.ext_fields.get(SIGNATURE).unwrap().as_str(), expected);
+    }
+
+    #[test]
+    fn credentials_are_read_from_rocketmq_json_with_both_keys() {
+        let c = Credentials::from_json(r#" {"accessKey":"ak","secretKey":"sk"} "#).unwrap();
+        assert_eq!((c.access_key.as_str(), c.secret_key.as_str()), ("ak", "sk"));
+        for bad in [
+            "",
+            "sk",
+            r#"{"accessKey":"ak"}"#,
+            r#"{"accessKey":"","secretKey":"s"}"#,
+        ] {
+            assert!(Credentials::from_json(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -47,14 +47,6 @@ struct InitUser {
     password: String,
 }
 
-/// An access key and secret from `innerClientAuthenticationCredentials`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct InnerCredentials {
-    access_key: String,
-    secret_key: String,
-}
-
 impl AuthSection {
     /// The initial super user's name and password, if one is set.
     ///
@@ -89,20 +81,15 @@ impl AuthSection {
         if text.is_empty() {
             return Ok(None);
         }
-        let c: InnerCredentials = serde_json::from_str(text)
-            .ok()
-            .filter(|c: &InnerCredentials| !c.access_key.is_empty() && !c.secret_key.is_empty())
+        remoting_protocol::acl::Credentials::from_json(text)
+            .map(Some)
             .ok_or_else(|| {
                 invalid(
                     "innerClientAuthenticationCredentials",
                     "(hidden)".into(),
                     r#"JSON {"accessKey":"...","secretKey":"..."} with both set"#.into(),
                 )
-            })?;
-        Ok(Some(remoting_protocol::acl::Credentials::new(
-            c.access_key,
-            c.secret_key,
-        )))
+            })
     }
 
     /// The request codes of a whitelist key.

@@ -62,6 +62,11 @@ fn group(r: Option<&Resource>) -> Option<Requirement> {
         .map(|r| Requirement::new(Named::group(&r.name), SUB))
 }
 
+/// `Sub` on the topic and the group a consumer's call names.
+fn consume(t: Option<&Resource>, g: Option<&Resource>) -> Vec<Requirement> {
+    [topic(t, SUB), group(g)].into_iter().flatten().collect()
+}
+
 /// What each request needs, by its type.
 pub(crate) trait Needs {
     /// The checks the request needs.
@@ -104,47 +109,32 @@ impl Needs for SendMessageRequest {
 
 impl Needs for QueryAssignmentRequest {
     fn needs(&self) -> Vec<Requirement> {
-        [topic(self.topic.as_ref(), SUB), group(self.group.as_ref())]
-            .into_iter()
-            .flatten()
-            .collect()
+        consume(self.topic.as_ref(), self.group.as_ref())
     }
 }
 
 impl Needs for ReceiveMessageRequest {
     fn needs(&self) -> Vec<Requirement> {
         let queue_topic = self.message_queue.as_ref().and_then(|q| q.topic.as_ref());
-        [topic(queue_topic, SUB), group(self.group.as_ref())]
-            .into_iter()
-            .flatten()
-            .collect()
+        consume(queue_topic, self.group.as_ref())
     }
 }
 
 impl Needs for AckMessageRequest {
     fn needs(&self) -> Vec<Requirement> {
-        [topic(self.topic.as_ref(), SUB), group(self.group.as_ref())]
-            .into_iter()
-            .flatten()
-            .collect()
+        consume(self.topic.as_ref(), self.group.as_ref())
     }
 }
 
 impl Needs for ForwardMessageToDeadLetterQueueRequest {
     fn needs(&self) -> Vec<Requirement> {
-        [topic(self.topic.as_ref(), SUB), group(self.group.as_ref())]
-            .into_iter()
-            .flatten()
-            .collect()
+        consume(self.topic.as_ref(), self.group.as_ref())
     }
 }
 
 impl Needs for ChangeInvisibleDurationRequest {
     fn needs(&self) -> Vec<Requirement> {
-        [topic(self.topic.as_ref(), SUB), group(self.group.as_ref())]
-            .into_iter()
-            .flatten()
-            .collect()
+        consume(self.topic.as_ref(), self.group.as_ref())
     }
 }
 
