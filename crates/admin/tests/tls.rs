@@ -7,122 +7,14 @@
 //! requiring one.
 #![allow(clippy::unwrap_used)]
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use client_core::testing::{served, start_fake, Pems};
+use std::{sync::Arc, time::Duration};
 
 use admin::{AdminError, Cli};
 use clap::Parser;
-use remoting_net::{
-    serve, CancellationToken, ClientAuth, Connection, Handler, ServerOptions, ServerTls, TlsMode,
-};
-use remoting_protocol::{
-    body::{to_json, BrokerData, ClusterInfo},
-    RemotingCommand, RequestCode, ResponseCode,
-};
+use remoting_net::{CancellationToken, ServerTls};
+use remoting_protocol::RequestCode;
 use tokio::sync::mpsc;
-
-/// A name server and broker in one: its cluster info names itself as the
-/// master of `broker-a`, it lists no users, and it reports the code of
-/// each request it serves.
-struct FakeCluster {
-    addr: String,
-    seen: mpsc::UnboundedSender<RequestCode>,
-}
-
-impl Handler for FakeCluster {
-    fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
-        let _ = self.seen.send(request.request_code());
-        let ok = request.response_to(ResponseCode::SUCCESS, None);
-        let answer = match request.request_code() {
-            RequestCode::GET_BROKER_CLUSTER_INFO => {
-                let info = ClusterInfo {
-                    broker_addr_table: [(
-                        "broker-a".to_owned(),
-                        BrokerData {
-                            cluster: "DefaultCluster".into(),
-                            broker_name: "broker-a".into(),
-                            broker_addrs: [(0, self.addr.clone())].into_iter().collect(),
-                            ..BrokerData::default()
-                        },
-                    )]
-                    .into_iter()
-                    .collect(),
-                    cluster_addr_table: [(
-                        "DefaultCluster".to_owned(),
-                        ["broker-a".to_owned()].into_iter().collect(),
-                    )]
-                    .into_iter()
-                    .collect(),
-                };
-                ok.with_body(to_json(&info))
-            }
-            RequestCode::AUTH_LIST_USER => ok.with_body(b"[]".to_vec()),
-            _ => request.response_to(ResponseCode::REQUEST_CODE_NOT_SUPPORTED, None),
-        };
-        conn.send(answer);
-    }
-}
-
-/// The PEM files of a test: the server's self-signed certificate for
-/// 127.0.0.1 and its key, a certificate authority, and a client
-/// certificate it signed with its key.
-struct Pems {
-    server_crt: PathBuf,
-    server_key: PathBuf,
-    ca: PathBuf,
-    client_crt: PathBuf,
-    client_key: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Pems {
-    fn new() -> Self {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-        let dir = tempfile::tempdir().unwrap();
-        let at = |name: &str| dir.path().join(name);
-        let server = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_key = KeyPair::generate().unwrap();
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let client_key = KeyPair::generate().unwrap();
-        let client = CertificateParams::new(vec!["admin.example".to_owned()])
-            .unwrap()
-            .signed_by(&client_key, &ca, &ca_key)
-            .unwrap();
-        let files = [
-            ("server.crt", server.cert.pem()),
-            ("server.key", server.key_pair.serialize_pem()),
-            ("ca.crt", ca.pem()),
-            ("client.crt", client.pem()),
-            ("client.key", client_key.serialize_pem()),
-        ];
-        for (name, pem) in files {
-            std::fs::write(at(name), pem).unwrap();
-        }
-        Self {
-            server_crt: at("server.crt"),
-            server_key: at("server.key"),
-            ca: at("ca.crt"),
-            client_crt: at("client.crt"),
-            client_key: at("client.key"),
-            _dir: dir,
-        }
-    }
-
-    /// An enforcing server side with the server certificate, requiring
-    /// client certificates signed by the authority when `require_client`.
-    fn enforcing(&self, require_client: bool) -> Arc<ServerTls> {
-        let tls = ServerTls::from_pem_files(TlsMode::Enforcing, &self.server_crt, &self.server_key)
-            .unwrap();
-        let tls = if require_client {
-            tls.with_client_auth(ClientAuth::Require(self.ca.clone()))
-                .unwrap()
-        } else {
-            tls
-        };
-        Arc::new(tls)
-    }
-}
 
 /// The fake, running.
 struct Running {
@@ -133,28 +25,8 @@ struct Running {
 
 impl Running {
     async fn start(tls: Arc<ServerTls>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let (seen, rx) = mpsc::unbounded_channel();
-        let stop = CancellationToken::new();
-        tokio::spawn(serve(
-            listener,
-            Arc::new(FakeCluster {
-                addr: addr.clone(),
-                seen,
-            }),
-            ServerOptions {
-                tls: Some(tls),
-                handshake_timeout: Duration::from_secs(10),
-                ..ServerOptions::default()
-            },
-            stop.clone(),
-        ));
-        Self {
-            addr,
-            seen: rx,
-            stop,
-        }
+        let (addr, seen, stop) = start_fake(tls).await;
+        Self { addr, seen, stop }
     }
 
     /// Runs `sluice-admin <flags> user list` against this name server.
@@ -172,7 +44,7 @@ impl Running {
 
     /// The codes of the requests served since the last call.
     fn served(&mut self) -> Vec<RequestCode> {
-        std::iter::from_fn(|| self.seen.try_recv().ok()).collect()
+        served(&mut self.seen)
     }
 }
 
@@ -184,7 +56,7 @@ impl Drop for Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_tls_the_name_server_and_the_broker_are_asked_over_tls() {
-    let pems = Pems::new();
+    let pems = Pems::new("admin");
     let mut fake = Running::start(pems.enforcing(false)).await;
     assert_eq!(fake.users(&["--tls"]).await.unwrap(), "no users\n");
     assert_eq!(
@@ -202,7 +74,7 @@ async fn with_tls_the_name_server_and_the_broker_are_asked_over_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trusted_roots_and_a_client_certificate_reach_a_server_requiring_one() {
-    let pems = Pems::new();
+    let pems = Pems::new("admin");
     let mut fake = Running::start(pems.enforcing(true)).await;
     let trust = pems.server_crt.to_string_lossy().into_owned();
     let cert = pems.client_crt.to_string_lossy().into_owned();

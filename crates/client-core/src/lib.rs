@@ -31,6 +31,8 @@ pub mod millis;
 mod namesrv;
 mod queue;
 pub mod route;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tls;
 
 pub use cache::{PublishRoute, RouteCache};
