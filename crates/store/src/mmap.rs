@@ -78,12 +78,14 @@ impl MappedFile {
     /// # Errors
     /// The file exists, the disk is full (`StorageFull`), or mapping fails.
     pub fn create(path: &Path, from_offset: u64, size: usize) -> io::Result<Self> {
-        sync_log::created(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(path)?;
+        // Recorded before the file has any length: a process killed before
+        // this line leaves an empty file, which recovery removes.
+        sync_log::created(path);
         let allocated =
             rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size as u64);
         if let Err(e) = allocated {
@@ -471,12 +473,13 @@ impl RandomAccessFile {
     /// # Errors
     /// The file exists or cannot be sized or mapped.
     pub fn create(path: &Path, size: usize) -> io::Result<Self> {
-        sync_log::created(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(path)?;
+        // As for a mapped file: recorded while still empty.
+        sync_log::created(path);
         if let Err(e) = file.set_len(size as u64) {
             drop(file);
             let _ = std::fs::remove_file(path);

@@ -7,10 +7,11 @@
 //! When the environment variable `STORE_SYNC_LOG` names a file, the store
 //! appends one line to it after each sync has returned (tab-separated, the
 //! path last):
-//! - `create <path>`: a mapped file is about to be created; none of it is
-//!   durable yet. It is recorded before the file exists, so a process
-//!   killed in between leaves no file the log does not name (a file that
-//!   never came to be is skipped).
+//! - `create <path>`: a mapped file was created; none of it is durable
+//!   yet. It is recorded while the file is still empty (before it is
+//!   sized), so a process killed in between leaves at most an empty file
+//!   the log does not name, which recovery removes; a failed creation of
+//!   an existing file records nothing.
 //! - `sync <len> <path>`: bytes `[0, len)` of a mapped file are durable.
 //! - `reset <len> <path>`: recovery made a mapped file's first `len` bytes
 //!   its content and synced zeroes after them.
@@ -60,7 +61,7 @@ fn record(kind: &str, value: &str, path: &Path) {
     }
 }
 
-/// Records that a mapped file is about to be created at `path`.
+/// Records that a mapped file was created, still empty, at `path`.
 pub(crate) fn created(path: &Path) {
     record("create", "-", path);
 }
@@ -160,8 +161,8 @@ pub fn cut_power(log: &Path, keep_page: &mut dyn FnMut() -> bool) -> io::Result<
     for (path, seen) in seen {
         let file = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
-            // Deleted since (retention, recovery) or never made (killed
-            // right after recording its creation): nothing to put back.
+            // Deleted since (retention, recovery, a creation that failed
+            // to size it): nothing to put back.
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
