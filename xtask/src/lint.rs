@@ -4,7 +4,7 @@
 //! - Only `crates/store/src/mmap.rs` may allow `unsafe_code`.
 //! - No placeholder macro (`todo`, `unimplemented`) is left in the sources.
 //! - The sans-IO crates (`message-model`, `remoting-protocol`,
-//!   `flow-control`) and `store` pull in no tokio runtime feature.
+//!   `replication-protocol`, `flow-control`) and `store` pull in no tokio runtime feature.
 //! - No crate depends on `broker-server` (dev-dependencies for tests excepted).
 //! - No client crate (`producer-client`, `consumer-client`, `bench`,
 //!   `client-core`) depends on `store`, `flow-control` or `broker-server`,
@@ -29,6 +29,7 @@ const UNSAFE_ALLOWED_IN: &str = "crates/store/src/mmap.rs";
 const RUNTIME_FREE_CRATES: &[&str] = &[
     "message-model",
     "remoting-protocol",
+    "replication-protocol",
     "flow-control",
     "store",
 ];
