@@ -84,6 +84,17 @@ impl Checkpoint {
         self.logics_msg_timestamp.fetch_max(ts, Ordering::AcqRel);
     }
 
+    /// The replication confirm offset: every CommitLog byte below it is
+    /// on all in-sync replicas (0 when never set).
+    pub fn confirm_phy_offset(&self) -> i64 {
+        self.confirm_phy_offset.load(Ordering::Acquire)
+    }
+
+    /// Sets the confirm offset for the next flush.
+    pub fn set_confirm_phy_offset(&self, offset: i64) {
+        self.confirm_phy_offset.store(offset, Ordering::Release);
+    }
+
     /// Store timestamp of the newest message of the last IndexFile known
     /// durable (set when a full IndexFile has been flushed).
     pub fn index_msg_timestamp(&self) -> i64 {

@@ -27,7 +27,7 @@ use message_model::{
 use spin::mutex::{SpinMutex, SpinMutexGuard};
 
 use crate::{
-    error::PutError,
+    error::{PutError, ReplicaAppendError},
     file_queue::{file_name, FileQueue},
     mmap::{AppendError, MappedFile},
 };
@@ -346,6 +346,58 @@ impl CommitLog {
             store_timestamp,
             physical_offsets: offsets,
         })
+    }
+
+    /// Appends bytes a master sent, verbatim, at `offset`, which must be
+    /// this log's end (or, for an empty log, the start of a file). The
+    /// bytes may end inside a record; they must not cross a file's end.
+    /// Returns the new end.
+    ///
+    /// # Errors
+    /// [`ReplicaAppendError`]; nothing is stored then.
+    pub fn append_replicated(&self, offset: u64, data: &[u8]) -> Result<u64, ReplicaAppendError> {
+        self.check_writable()?;
+        let mut held = self.lock();
+        let state = &mut held.guard;
+        let end = self.files.max_wrote_offset();
+        let size = self.files.file_size() as u64;
+        let empty = self.files.count() == 0;
+        if offset != end && !(empty && offset.is_multiple_of(size)) {
+            return Err(ReplicaAppendError::NotContiguous {
+                expected: end,
+                got: offset,
+            });
+        }
+        if data.is_empty() {
+            return Ok(offset);
+        }
+        if state.current.is_none() {
+            state.current = self.files.last();
+        }
+        let has_room = state.current.as_ref().is_some_and(|f| !f.is_full());
+        if !has_room {
+            let file = self
+                .files
+                .create_next(offset)
+                .map_err(|e| self.creation_failed(offset, e))?;
+            state.current = Some(file);
+        }
+        let file = state
+            .current
+            .as_ref()
+            .ok_or_else(|| PutError::CreateMappedFileFailed {
+                reason: "no CommitLog file to append to".into(),
+            })?;
+        if data.len() > file.remaining() {
+            return Err(ReplicaAppendError::CrossesFile {
+                offset,
+                len: data.len(),
+                file_start: file.from_offset(),
+            });
+        }
+        let file = Arc::clone(file);
+        self.append_to(&file, data)?;
+        Ok(offset + data.len() as u64)
     }
 
     /// Reads `len` committed bytes at a physical offset, without copying.

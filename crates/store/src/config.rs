@@ -160,6 +160,13 @@ pub struct StoreConfig {
     /// Fault injection: sleep this long (ms) before every CommitLog flush.
     /// For tests and demonstrations only. Default 0 (off).
     pub fault_flush_delay_mills: u64,
+    /// Whether the CommitLog is replicated: consumers then see only what
+    /// is below the confirm offset (on every in-sync replica), and
+    /// [`crate::MessageStore::append_replicated`] takes a master's bytes.
+    /// Set by the broker from its replication settings, never read from a
+    /// file. Default false.
+    #[serde(skip)]
+    pub replicated: bool,
 }
 
 impl Default for StoreConfig {
@@ -208,6 +215,7 @@ impl Default for StoreConfig {
             default_query_max_num: 32,
             fault_put_lock_delay_mills: 0,
             fault_flush_delay_mills: 0,
+            replicated: false,
         }
     }
 }

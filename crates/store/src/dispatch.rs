@@ -125,8 +125,7 @@ impl Inner {
     /// left, or when called from inside a pass (the arrival listener's
     /// reads), which would otherwise wait for itself.
     pub(crate) fn catch_up(&self) {
-        if IN_PASS.with(Cell::get)
-            || self.reput_from.load(Ordering::Acquire) >= self.commit_log.readable_end()
+        if IN_PASS.with(Cell::get) || self.reput_from.load(Ordering::Acquire) >= self.dispatch_end()
         {
             return;
         }
@@ -135,6 +134,14 @@ impl Inner {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         self.dispatch_pass(&pass);
+    }
+
+    /// Where dispatch stops: the readable end, or the confirm offset of a
+    /// replicated CommitLog when that is lower.
+    pub(crate) fn dispatch_end(&self) -> u64 {
+        self.commit_log
+            .readable_end()
+            .min(self.confirm_offset.load(Ordering::Acquire))
     }
 
     /// One dispatch pass; `_pass` is the held dispatch lock.
@@ -150,11 +157,18 @@ impl Inner {
         let mut from = self.reput_from.load(Ordering::Acquire);
         let start = from;
         let mut queues = QueueCache::default();
-        'log: while from < self.commit_log.readable_end() {
+        let end = self.dispatch_end();
+        'log: while from < end {
             let Some(file) = files.find(from) else { break };
             let data = file.committed_bytes();
+            let data = &data[..data.len().min((end - file.from_offset()) as usize)];
             let mut pos = (from - file.from_offset()) as usize;
             while pos < data.len() {
+                if incomplete(&data[pos..]) {
+                    // The rest of the record is not readable (or not
+                    // confirmed) yet.
+                    break 'log;
+                }
                 match record::check(&data[pos..], false) {
                     Record::Message(m) => {
                         self.dispatch(&m, &mut queues, &fences);
@@ -283,6 +297,20 @@ impl QueueCache {
 }
 
 /// The tag hash of a message's `TAGS` property (0 without tags).
+/// Whether `rest` starts with a record that continues past its end (or
+/// with too few bytes to tell): a replica receives a master's bytes in
+/// pieces and the confirm offset may fall inside a record. The filler at a
+/// file's end and zeroes are whole.
+fn incomplete(rest: &[u8]) -> bool {
+    if rest.len() < 8 {
+        return rest.iter().any(|&b| b != 0);
+    }
+    let total = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
+    let magic = i32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
+    matches!(magic, record::MAGIC_V1 | record::MAGIC_V2)
+        && usize::try_from(total).is_ok_and(|t| t > rest.len())
+}
+
 fn tags_code(properties: &str) -> i64 {
     properties::find(properties, keys::TAGS).map_or(0, message_model::tag_hash)
 }

@@ -82,3 +82,33 @@ pub enum PutError {
         reason: String,
     },
 }
+
+/// Why a master's CommitLog bytes were not appended on a replica. Nothing
+/// was stored when this is returned.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ReplicaAppendError {
+    /// The bytes do not start where this CommitLog ends.
+    #[error("replicated bytes start at {got}, but this CommitLog ends at {expected}")]
+    NotContiguous {
+        /// This CommitLog's end.
+        expected: u64,
+        /// Where the bytes start.
+        got: u64,
+    },
+    /// The bytes would run past the end of a CommitLog file.
+    #[error(
+        "{len} replicated bytes at {offset} run past the end of the CommitLog file at {file_start}"
+    )]
+    CrossesFile {
+        /// Where the bytes start.
+        offset: u64,
+        /// How many there are.
+        len: usize,
+        /// The file they start in.
+        file_start: u64,
+    },
+    /// The store does not take writes (poisoned, disk full, no file).
+    #[error(transparent)]
+    Refused(#[from] PutError),
+}

@@ -44,6 +44,9 @@ pub(crate) struct Inner {
     pub(crate) pool: Option<TransientStorePool>,
     /// Where the dispatch resumes: everything before it is indexed.
     pub(crate) reput_from: AtomicU64,
+    /// Dispatch (what consumers see) stops here: the replication confirm
+    /// offset, or `u64::MAX` when the CommitLog is not replicated.
+    pub(crate) confirm_offset: AtomicU64,
     pub(crate) last_store_ts: AtomicI64,
     pub(crate) committed_ts: AtomicI64,
     pub(crate) dispatched_ts: AtomicI64,
@@ -109,6 +112,13 @@ impl Inner {
             // Validated when the store was opened.
             delay_levels_ms: config.delay_levels_ms().unwrap_or_default(),
             reput_from: AtomicU64::new(recovered.reput_from.min(end)),
+            confirm_offset: AtomicU64::new(if config.replicated {
+                u64::try_from(checkpoint.confirm_phy_offset())
+                    .unwrap_or(0)
+                    .min(end)
+            } else {
+                u64::MAX
+            }),
             commit_log,
             queues: RwLock::new(queues),
             index,

@@ -23,7 +23,7 @@ use crate::{
     config::{FlushDiskType, StoreConfig},
     consume_queue::{CqEntry, ENTRY_SIZE},
     dispatch::{ArrivalListener, ArrivalWatch},
-    error::{PutError, StoreError},
+    error::{PutError, ReplicaAppendError, StoreError},
     group_commit::{FlushTicket, GroupCommitStats},
     index::{IndexService, QueryResult},
     pool::TransientStorePool,
@@ -584,6 +584,73 @@ impl MessageStore {
     /// Physical offset up to which everything is durable.
     pub fn flushed_physical_offset(&self) -> u64 {
         self.inner.commit_log.files().flushed_where()
+    }
+
+    /// Appends CommitLog bytes a master sent, verbatim, at `offset` (this
+    /// log's end); they become visible to consumers once below the confirm
+    /// offset. Returns the new end.
+    ///
+    /// # Errors
+    /// [`ReplicaAppendError`]; nothing is stored then.
+    pub fn append_replicated(&self, offset: u64, data: &[u8]) -> Result<u64, ReplicaAppendError> {
+        if !self.inner.config.replicated {
+            return Err(ReplicaAppendError::Refused(PutError::ServiceNotAvailable {
+                reason: "this store is not replicated".into(),
+            }));
+        }
+        if self.inner.shutting_down.load(Ordering::Acquire) {
+            return Err(ReplicaAppendError::Refused(PutError::ServiceNotAvailable {
+                reason: "message store is shutting down".into(),
+            }));
+        }
+        let end = self.inner.commit_log.append_replicated(offset, data)?;
+        if self.inner.pool.is_some() {
+            self.inner.commit.wake();
+        }
+        if self.inner.arrival.watched() {
+            self.inner.reput.wake();
+        }
+        Ok(end)
+    }
+
+    /// Up to `max` readable CommitLog bytes from `offset`, never past the
+    /// end of the file holding it (what a master sends a replica); `None`
+    /// when nothing is readable there.
+    pub fn commit_log_bytes(&self, offset: u64, max: usize) -> Option<Bytes> {
+        let files = self.inner.commit_log.files();
+        let file = files.find(offset)?;
+        let pos = usize::try_from(offset - file.from_offset()).ok()?;
+        let len = file.committed().checked_sub(pos)?.min(max);
+        if len == 0 {
+            return None;
+        }
+        self.inner.commit_log.read(offset, len)
+    }
+
+    /// The replication confirm offset (what consumers may see), `None`
+    /// when the store is not replicated.
+    pub fn confirm_offset(&self) -> Option<u64> {
+        self.inner
+            .config
+            .replicated
+            .then(|| self.inner.confirm_offset.load(Ordering::Acquire))
+    }
+
+    /// Moves the confirm offset, capped at the log's end, and lets dispatch
+    /// go up to it; kept in the checkpoint. Does nothing on a store that is
+    /// not replicated.
+    pub fn set_confirm_offset(&self, offset: u64) {
+        if !self.inner.config.replicated {
+            return;
+        }
+        let capped = offset.min(self.inner.commit_log.files().max_wrote_offset());
+        let before = self.inner.confirm_offset.swap(capped, Ordering::AcqRel);
+        self.inner
+            .checkpoint
+            .set_confirm_phy_offset(i64::try_from(capped).unwrap_or(i64::MAX));
+        if capped > before {
+            self.inner.reput.wake();
+        }
     }
 
     /// Bytes of the log not yet indexed into the ConsumeQueues.
