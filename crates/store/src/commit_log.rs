@@ -400,6 +400,87 @@ impl CommitLog {
         Ok(offset + data.len() as u64)
     }
 
+    /// Cuts the log at `offset` (bytes at and after it go), keeping appends
+    /// out meanwhile. Returns the new end.
+    ///
+    /// # Errors
+    /// The log uses pool buffers, or a file cannot be cut (appends stop
+    /// then, as after any failed write).
+    pub fn truncate(&self, offset: u64) -> Result<u64, PutError> {
+        let mut held = self.lock();
+        if self.files.uses_pool() {
+            return Err(PutError::ServiceNotAvailable {
+                reason: "a CommitLog with transientStorePoolEnable cannot be truncated".into(),
+            });
+        }
+        let end = self.files.max_wrote_offset();
+        if offset >= end {
+            return Ok(end);
+        }
+        held.guard.current = None;
+        if let Err(e) = self.files.truncate(offset) {
+            let reason = format!("cannot cut the CommitLog at {offset}: {e}");
+            self.poison(reason.clone());
+            return Err(PutError::ServiceNotAvailable { reason });
+        }
+        let end = self.files.max_wrote_offset();
+        self.wrote_end.store(end, Ordering::Release);
+        Ok(end)
+    }
+
+    /// Takes up appends after replication wrote the log: cuts a record left
+    /// incomplete at the end, and sets each queue's next offset past the
+    /// records from `from` (a record boundary, where the ConsumeQueues
+    /// stop) on. Returns the log's end.
+    ///
+    /// # Errors
+    /// As [`CommitLog::truncate`].
+    pub fn resume_appends(&self, from: u64) -> Result<u64, PutError> {
+        let mut complete_to = from;
+        {
+            let mut held = self.lock();
+            let mut at = from;
+            'files: while let Some(file) = self.files.find(at) {
+                let data = file.committed_bytes();
+                let mut pos = usize::try_from(at - file.from_offset()).unwrap_or(usize::MAX);
+                while pos < data.len() {
+                    match record::check(&data[pos..], false) {
+                        record::Record::Message(m) => {
+                            if !is_half_or_rollback(m.sys_flag)
+                                && held.guard.next_queue_offset(m.topic, m.queue_id)
+                                    <= m.queue_offset
+                            {
+                                held.guard.advance(m.topic, m.queue_id, m.queue_offset + 1);
+                            }
+                            pos += m.total_size;
+                            complete_to = file.from_offset() + pos as u64;
+                        }
+                        record::Record::Blank => {
+                            complete_to = file.from_offset() + file.size() as u64;
+                            at = complete_to;
+                            continue 'files;
+                        }
+                        record::Record::End | record::Record::Invalid(_) => break 'files,
+                    }
+                }
+                if pos < file.size() {
+                    break;
+                }
+                at = file.from_offset() + file.size() as u64;
+            }
+        }
+        let end = self.files.max_wrote_offset();
+        if complete_to < end {
+            tracing::warn!(
+                from = complete_to,
+                to = end,
+                "cutting an incomplete record at the end of the replicated CommitLog"
+            );
+            return self.truncate(complete_to);
+        }
+        Ok(end)
+    }
+
     /// Reads `len` committed bytes at a physical offset, without copying.
     pub fn read(&self, offset: u64, len: usize) -> Option<Bytes> {
         let file = self.files.find(offset)?;

@@ -92,6 +92,9 @@ pub struct FileQueue {
     files: RwLock<Vec<Arc<MappedFile>>>,
     flushed_where: AtomicU64,
     committed_where: AtomicU64,
+    /// Held by a flush and by a truncation, so that a flush that began
+    /// before a truncation cannot move the flushed offset past the new end.
+    flushing: Mutex<()>,
     allocator: Option<Allocator>,
     warm_ahead: Option<WarmAhead>,
 }
@@ -181,6 +184,7 @@ impl FileQueue {
             files: RwLock::new(files.into_iter().map(Arc::new).collect()),
             flushed_where: AtomicU64::new(flushed),
             committed_where: AtomicU64::new(committed),
+            flushing: Mutex::new(()),
             allocator,
             warm_ahead,
         }
@@ -308,6 +312,7 @@ impl FileQueue {
     /// # Errors
     /// The first flush error; the store must then refuse further appends.
     pub fn flush(&self, least_pages: usize) -> io::Result<u64> {
+        let _flushing = self.flushing.lock().unwrap_or_else(PoisonError::into_inner);
         let from = self.flushed_where();
         let mut reached = from;
         for file in self.files_from(from) {
@@ -335,6 +340,43 @@ impl FileQueue {
         }
         self.committed_where.fetch_max(reached, Ordering::AcqRel);
         self.committed_where()
+    }
+
+    /// Cuts the log at `offset`: files that start at or after it are
+    /// removed, and the file holding it is replaced by a copy of its bytes
+    /// below `offset` (readers that hold the old file keep their bytes).
+    /// The caller keeps appends out; not for pool-buffered files.
+    ///
+    /// # Errors
+    /// A file cannot be removed, written or synced; the queue may then hold
+    /// fewer files than before but never a file with bytes past `offset`.
+    pub fn truncate(&self, offset: u64) -> io::Result<()> {
+        let _flushing = self.flushing.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(allocator) = &self.allocator {
+            allocator.discard_all();
+        }
+        let last = {
+            let mut files = self.files.write().unwrap_or_else(PoisonError::into_inner);
+            while let Some(file) = files.pop_if(|f| f.from_offset() >= offset) {
+                file.unlink()?;
+                tracing::warn!(file = %file.path().display(), "removed a CommitLog file past the truncation point");
+            }
+            files.last().cloned()
+        };
+        if let Some(last) = last {
+            let pos = usize::try_from(offset - last.from_offset()).unwrap_or(usize::MAX);
+            if pos < last.wrote() {
+                let copy = Arc::new(rewrite_prefix(&last, pos)?);
+                let mut files = self.files.write().unwrap_or_else(PoisonError::into_inner);
+                if let Some(slot) = files.last_mut() {
+                    *slot = copy;
+                }
+            }
+        }
+        fs::File::open(&self.dir)?.sync_all()?;
+        self.flushed_where.fetch_min(offset, Ordering::AcqRel);
+        self.committed_where.fetch_min(offset, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Marks everything up to the committed end as committed, for queues
@@ -368,6 +410,42 @@ impl FileQueue {
     }
 }
 
+/// A new file under `file`'s name holding its first `pos` bytes, synced;
+/// the old file stays mapped for whoever holds it.
+fn rewrite_prefix(file: &MappedFile, pos: usize) -> io::Result<MappedFile> {
+    use std::os::unix::fs::FileExt;
+    let path = file.path();
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".truncated");
+    let tmp = PathBuf::from(tmp);
+    let _ = fs::remove_file(&tmp);
+    let bytes = file.read(0, pos).ok_or_else(|| {
+        invalid(format!(
+            "{} has fewer than {pos} readable bytes",
+            path.display()
+        ))
+    })?;
+    {
+        let out = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        rustix::fs::fallocate(
+            &out,
+            rustix::fs::FallocateFlags::empty(),
+            0,
+            file.size() as u64,
+        )?;
+        out.write_all_at(bytes, 0)?;
+        out.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    let mut copy = MappedFile::open(path, file.from_offset(), file.size())?;
+    copy.set_positions(pos)?;
+    tracing::warn!(file = %path.display(), kept = pos, "cut a CommitLog file at the truncation point");
+    Ok(copy)
+}
+
 fn invalid(msg: impl ToString) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
 }
@@ -376,28 +454,34 @@ fn invalid(msg: impl ToString) -> io::Error {
 #[derive(Debug)]
 struct Allocator {
     state: Arc<(Mutex<AllocState>, Condvar)>,
-    requests: mpsc::Sender<u64>,
+    requests: mpsc::Sender<(u64, u64)>,
 }
 
 #[derive(Debug, Default)]
 struct AllocState {
     in_progress: Option<u64>,
     ready: HashMap<u64, io::Result<MappedFile>>,
+    /// Raised by [`Allocator::discard_all`]: requests made before it are
+    /// stale and files made for them are removed.
+    generation: u64,
 }
 
 impl Allocator {
     fn start(dir: PathBuf, factory: FileFactory) -> Self {
         let state = Arc::new((Mutex::new(AllocState::default()), Condvar::new()));
-        let (requests, rx) = mpsc::channel::<u64>();
+        let (requests, rx) = mpsc::channel::<(u64, u64)>();
         let worker_state = Arc::clone(&state);
         let spawned = thread::Builder::new()
             .name("store-alloc".into())
             .spawn(move || {
                 let (lock, cv) = &*worker_state;
-                for offset in rx {
+                for (generation, offset) in rx {
                     {
                         let mut st = lock.lock().unwrap_or_else(PoisonError::into_inner);
-                        if st.ready.contains_key(&offset) || dir.join(file_name(offset)).exists() {
+                        if st.generation != generation
+                            || st.ready.contains_key(&offset)
+                            || dir.join(file_name(offset)).exists()
+                        {
                             continue;
                         }
                         st.in_progress = Some(offset);
@@ -405,7 +489,11 @@ impl Allocator {
                     let made = factory.create(&dir, offset);
                     let mut st = lock.lock().unwrap_or_else(PoisonError::into_inner);
                     st.in_progress = None;
-                    st.ready.insert(offset, made);
+                    if st.generation == generation {
+                        st.ready.insert(offset, made);
+                    } else if let Ok(file) = made {
+                        let _ = file.destroy();
+                    }
                     cv.notify_all();
                 }
             });
@@ -415,9 +503,40 @@ impl Allocator {
         Self { state, requests }
     }
 
+    /// Removes every file made ahead and forgets the requests not served
+    /// yet; returns once no file is being made (or after 5 s).
+    fn discard_all(&self) {
+        let (lock, cv) = &*self.state;
+        let mut st = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        st.generation += 1;
+        for (_, made) in st.ready.drain() {
+            if let Ok(file) = made {
+                let _ = file.destroy();
+            }
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while st.in_progress.is_some() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                tracing::warn!("a CommitLog file made ahead is still being made after 5 s");
+                break;
+            }
+            st = cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
     fn request(&self, offset: u64) {
+        let generation = self
+            .state
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation;
         // A stopped allocator only means files are made on demand.
-        let _ = self.requests.send(offset);
+        let _ = self.requests.send((generation, offset));
     }
 
     /// Takes the file for `offset`, waiting for it if it is being made, or

@@ -627,6 +627,58 @@ impl MessageStore {
         self.inner.commit_log.read(offset, len)
     }
 
+    /// Cuts a replica's CommitLog at `offset` (bytes at and after it go),
+    /// where it stops agreeing with its master's. Returns the new end.
+    ///
+    /// # Errors
+    /// The store is not replicated, consumers were already shown messages
+    /// at or past `offset`, or the cut failed.
+    pub fn truncate_replicated(&self, offset: u64) -> Result<u64, PutError> {
+        if !self.inner.config.replicated {
+            return Err(PutError::ServiceNotAvailable {
+                reason: "this store is not replicated".into(),
+            });
+        }
+        let _pass = self
+            .inner
+            .dispatch_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let dispatched = self.inner.reput_from.load(Ordering::Acquire);
+        if dispatched > offset {
+            return Err(PutError::ServiceNotAvailable {
+                reason: format!(
+                    "cannot cut the CommitLog at {offset}: consumers may have read messages up to {dispatched}"
+                ),
+            });
+        }
+        let end = self.inner.commit_log.truncate(offset)?;
+        self.inner.confirm_offset.fetch_min(end, Ordering::AcqRel);
+        self.inner.checkpoint.set_confirm_phy_offset(
+            i64::try_from(self.inner.confirm_offset.load(Ordering::Acquire)).unwrap_or(i64::MAX),
+        );
+        Ok(end)
+    }
+
+    /// Makes a replica ready to take appends of its own (it becomes the
+    /// master): an incomplete record at the end is cut and each queue's
+    /// next offset follows the records replication wrote. Returns the log's
+    /// end.
+    ///
+    /// # Errors
+    /// As [`MessageStore::truncate_replicated`].
+    pub fn resume_appends(&self) -> Result<u64, PutError> {
+        let _pass = self
+            .inner
+            .dispatch_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let from = self.inner.reput_from.load(Ordering::Acquire);
+        let end = self.inner.commit_log.resume_appends(from)?;
+        self.inner.confirm_offset.fetch_min(end, Ordering::AcqRel);
+        Ok(end)
+    }
+
     /// The replication confirm offset (what consumers may see), `None`
     /// when the store is not replicated.
     pub fn confirm_offset(&self) -> Option<u64> {

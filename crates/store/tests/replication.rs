@@ -141,3 +141,94 @@ fn the_confirm_offset_survives_a_restart_and_still_holds_consumers_back() {
     replica.set_confirm_offset(ends[99]);
     assert_eq!(bodies(&replica).len(), 100);
 }
+
+#[test]
+fn a_divergent_tail_is_cut_and_readers_keep_what_they_hold() {
+    let (mdir, rdir, odir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let master = MessageStore::open(common::config(mdir.path())).unwrap();
+    let mut ends = Vec::new();
+    for i in 0..700 {
+        let put = master
+            .put_message(&common::message(TOPIC, 0, i, 1000))
+            .unwrap();
+        ends.push(put.append.end_offset());
+    }
+    let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
+    copy_log(&master, &replica, 10_000);
+    replica.set_confirm_offset(ends[299]);
+    assert_eq!(bodies(&replica).len(), 300);
+    // Below what consumers saw: refused.
+    assert!(replica.truncate_replicated(ends[100]).is_err());
+    let held = replica.lookup_message(ends[600]).unwrap();
+    let before = held.to_vec();
+
+    // Cut after message 500 (inside the second file).
+    assert_eq!(replica.truncate_replicated(ends[499]).unwrap(), ends[499]);
+    assert_eq!(replica.max_physical_offset(), ends[499]);
+    assert_eq!(held.to_vec(), before);
+    assert!(replica.lookup_message(ends[600]).is_none());
+
+    // Another master's history from there: messages 500.. with other
+    // bodies (longer, so that every offset differs).
+    let other = MessageStore::open(replica_config(odir.path())).unwrap();
+    copy_log(&master, &other, 10_000);
+    other.truncate_replicated(ends[499]).unwrap();
+    other.resume_appends().unwrap();
+    for i in 500..600 {
+        other
+            .put_message(&common::message(TOPIC, 0, i + 10_000, 1500))
+            .unwrap();
+    }
+    copy_log(&other, &replica, 10_000);
+    replica.set_confirm_offset(u64::MAX);
+    let seen = bodies(&replica);
+    assert_eq!(seen.len(), 600);
+    assert_eq!(seen[499], common::body(499, 1000).to_vec());
+    assert_eq!(seen[500], common::body(10_500, 1500).to_vec());
+    replica.shutdown();
+    drop(replica);
+    // The cut holds across a restart.
+    let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
+    assert_eq!(replica.max_physical_offset(), other.max_physical_offset());
+    assert_eq!(bodies(&replica).len(), 600);
+}
+
+#[test]
+fn a_replica_that_takes_over_cuts_a_partial_record_and_continues_each_queue() {
+    let (mdir, rdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = MessageStore::open(common::config(mdir.path())).unwrap();
+    let mut ends = Vec::new();
+    for i in 0..100 {
+        let put = master
+            .put_message(&common::message(TOPIC, 0, i, 800))
+            .unwrap();
+        ends.push(put.append.end_offset());
+    }
+    let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
+    // All but the last 50 bytes of message 99.
+    let cut = ends[99] - 50;
+    let mut at = 0;
+    while at < cut {
+        let bytes = master
+            .commit_log_bytes(at, (cut - at).min(3000) as usize)
+            .unwrap();
+        at = replica.append_replicated(at, &bytes).unwrap();
+    }
+    replica.set_confirm_offset(ends[49]);
+    assert_eq!(bodies(&replica).len(), 50);
+    assert_eq!(replica.resume_appends().unwrap(), ends[98]);
+    assert_eq!(replica.max_physical_offset(), ends[98]);
+    let put = replica
+        .put_message(&common::message(TOPIC, 0, 1000, 800))
+        .unwrap();
+    assert_eq!(put.append.queue_offset, 99);
+    assert_eq!(put.append.physical_offset, ends[98]);
+    replica.set_confirm_offset(u64::MAX);
+    let seen = bodies(&replica);
+    assert_eq!(seen.len(), 100);
+    assert_eq!(seen[99], common::body(1000, 800).to_vec());
+}
