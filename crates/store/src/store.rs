@@ -673,6 +673,10 @@ impl MessageStore {
             .dispatch_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Queues hold the dispatched records; the scan covers the rest.
+        self.inner
+            .commit_log
+            .raise_queue_offsets(self.inner.queue_ends());
         let from = self.inner.reput_from.load(Ordering::Acquire);
         let end = self.inner.commit_log.resume_appends(from)?;
         self.inner.confirm_offset.fetch_min(end, Ordering::AcqRel);

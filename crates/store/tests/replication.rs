@@ -232,3 +232,24 @@ fn a_replica_that_takes_over_cuts_a_partial_record_and_continues_each_queue() {
     assert_eq!(seen.len(), 100);
     assert_eq!(seen[99], common::body(1000, 800).to_vec());
 }
+
+#[test]
+fn a_replica_whose_messages_were_all_dispatched_continues_each_queue() {
+    let (mdir, rdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = MessageStore::open(common::config(mdir.path())).unwrap();
+    for i in 0..30 {
+        master
+            .put_message(&common::message(TOPIC, 0, i, 300))
+            .unwrap();
+    }
+    let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
+    copy_log(&master, &replica, 4096);
+    replica.set_confirm_offset(u64::MAX);
+    assert_eq!(bodies(&replica).len(), 30);
+    assert_eq!(replica.dispatch_behind_bytes(), 0);
+    replica.resume_appends().unwrap();
+    let put = replica
+        .put_message(&common::message(TOPIC, 0, 30, 300))
+        .unwrap();
+    assert_eq!(put.append.queue_offset, 30);
+}
