@@ -19,6 +19,7 @@ pub mod clients;
 pub mod config;
 pub mod executor;
 pub mod grpc;
+pub mod ha;
 pub mod long_polling;
 pub mod metrics;
 pub mod offsets;
@@ -140,6 +141,8 @@ pub struct Broker {
     shutdown: CancellationToken,
     namesrv_shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Replication (the HA port, or following the master).
+    ha_tasks: Vec<tokio::task::JoinHandle<()>>,
     threads: Vec<JoinHandle<()>>,
     housekeeping_stop: Arc<AtomicBool>,
 }
@@ -316,10 +319,17 @@ impl Broker {
             })?;
 
         let root = config.store.store_path_root_dir.clone();
-        let store_config = config.store.clone();
+        let store_config = store::StoreConfig {
+            replicated: config.ha.replicated_store(),
+            ..config.store.clone()
+        };
         let store = tokio::task::spawn_blocking(move || store::MessageStore::open(store_config))
             .await
             .map_err(|e| io_error("open store")(std::io::Error::other(e.to_string())))??;
+        let store = Arc::new(store);
+        let (ha, ha_tasks) =
+            ha::Ha::start(&config, &store, bind_to(b.listen_port), store_host).await?;
+
         let config_dir = root.join("config");
         let topics = topics::TopicManager::load(
             &config_dir,
@@ -365,6 +375,7 @@ impl Broker {
                 timers,
                 transactions,
                 access,
+                ha,
             },
             store_host,
         ));
@@ -393,10 +404,14 @@ impl Broker {
             Arc::clone(&state),
             Arc::clone(&housekeeping_stop),
         )?);
-        threads.push(spawn_schedule_delivery(Arc::clone(&state))?);
-        threads.push(spawn_transaction_check(Arc::clone(&state))?);
-        if b.timer_wheel_enable {
-            threads.push(spawn_timer_wheel(Arc::clone(&state))?);
+        // A slave writes nothing of its own: its master delivers delayed and
+        // timer messages and checks transactions.
+        if state.ha.role() != config::BrokerRole::Slave {
+            threads.push(spawn_schedule_delivery(Arc::clone(&state))?);
+            threads.push(spawn_transaction_check(Arc::clone(&state))?);
+            if b.timer_wheel_enable {
+                threads.push(spawn_timer_wheel(Arc::clone(&state))?);
+            }
         }
 
         let options = ServerOptions {
@@ -458,6 +473,7 @@ impl Broker {
             shutdown,
             namesrv_shutdown,
             tasks,
+            ha_tasks,
             threads,
             housekeeping_stop,
         })
@@ -489,6 +505,14 @@ impl Broker {
     /// then stop the servers and unregister.
     pub async fn shutdown(self) {
         tracing::info!("broker shutting down");
+        // Replication stops first: nothing is appended for a master, nor
+        // sent to a slave, once the store begins to close.
+        for task in &self.ha_tasks {
+            task.abort();
+        }
+        for task in self.ha_tasks {
+            let _ = task.await;
+        }
         executor::close_queues(&self.state);
         // Workers finish what they hold; then the store's last flush answers
         // the SYNC_FLUSH sends still waiting for it, while their connections

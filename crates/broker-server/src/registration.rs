@@ -14,7 +14,9 @@ use message_model::flags::{is_readable, is_writeable};
 use remoting_net::{CancellationToken, RemotingClient};
 use remoting_protocol::{
     body::{self, RegisterBrokerBody, TopicConfigSerializeWrapper},
-    header::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader},
+    header::{
+        RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+    },
     RemotingCommand, RequestCode, ResponseCode,
 };
 
@@ -100,7 +102,7 @@ async fn register(
         broker_name: cfg.broker.broker_name.clone(),
         broker_addr: broker_addr.to_owned(),
         cluster_name: cfg.broker.broker_cluster_name.clone(),
-        ha_server_addr: String::new(),
+        ha_server_addr: state.ha.ha_server_addr(),
         broker_id: cfg.broker.broker_id,
         compressed: Some(false),
         body_crc32: Some(crc),
@@ -112,6 +114,12 @@ async fn register(
         match client.invoke(&addr, request, REGISTER_TIMEOUT).await {
             Ok(r) if r.response_code() == ResponseCode::SUCCESS => {
                 tracing::debug!(namesrv = %addr, topics = state.topics.len(), "registered with name server");
+                // A slave hears where its master's HA port is.
+                if let Ok(answer) = r.decode_header::<RegisterBrokerResponseHeader>() {
+                    if let Some(ha) = answer.ha_server_addr {
+                        state.ha.master_hint(&cfg, &ha);
+                    }
+                }
             }
             Ok(r) => {
                 tracing::warn!(namesrv = %addr, code = %r.response_code(), remark = ?r.remark, "name server refused registration")

@@ -26,6 +26,7 @@ use crate::{
     access::Access,
     clients::{ClientRegistry, TelemetryProducers},
     config::BrokerConfig,
+    ha::Ha,
     long_polling::PullHold,
     metrics::BrokerMetrics,
     offsets::OffsetManager,
@@ -45,7 +46,7 @@ use crate::{
 #[derive(Debug)]
 pub struct Loaded {
     /// The message store.
-    pub store: MessageStore,
+    pub store: Arc<MessageStore>,
     /// Topics.
     pub topics: TopicManager,
     /// Consumer offsets.
@@ -62,6 +63,8 @@ pub struct Loaded {
     pub transactions: Transactions,
     /// Users, policies and the access checks.
     pub access: Access,
+    /// Replication.
+    pub ha: Ha,
 }
 
 /// The broker's shared state.
@@ -70,7 +73,7 @@ pub struct BrokerState {
     /// The configuration in force (some keys change at run time).
     pub config: RwLock<Arc<BrokerConfig>>,
     /// The message store.
-    pub store: MessageStore,
+    pub store: Arc<MessageStore>,
     /// Topics.
     pub topics: TopicManager,
     /// Consumer offsets.
@@ -87,6 +90,8 @@ pub struct BrokerState {
     pub transactions: Transactions,
     /// Users, policies and the access checks.
     pub access: Access,
+    /// Replication: the role, and the master's or slave's service.
+    pub ha: Ha,
     /// Clients.
     pub clients: ClientRegistry,
     /// gRPC producers' telemetry streams, for transaction checks.
@@ -145,6 +150,7 @@ impl BrokerState {
             timers,
             transactions,
             access,
+            ha,
         } = loaded;
         let f = &config.flow;
         let b = &config.broker;
@@ -196,6 +202,7 @@ impl BrokerState {
             stats,
             transactions,
             access,
+            ha,
             quotas,
             client_quotas,
             quota_series: Mutex::default(),

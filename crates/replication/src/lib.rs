@@ -41,6 +41,10 @@ pub struct HaSettings {
     /// An empty slave starts from the master's last file instead of its
     /// first (`syncFromLastFile`).
     pub sync_from_last_file: bool,
+    /// The master keeps its in-sync set itself (no controller): a replica
+    /// joins once it acknowledged the confirm offset and leaves when it
+    /// disconnects.
+    pub manage_in_sync_set: bool,
 }
 
 impl Default for HaSettings {
@@ -52,6 +56,7 @@ impl Default for HaSettings {
             broker_id: 1,
             async_learner: false,
             sync_from_last_file: false,
+            manage_in_sync_set: false,
         }
     }
 }

@@ -4,7 +4,7 @@ use std::{
     collections::HashMap,
     net::SocketAddr,
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc, Mutex, PoisonError,
     },
 };
@@ -65,6 +65,8 @@ pub struct Master {
     settings: HaSettings,
     appended: Notify,
     replicas: Mutex<HashMap<u64, ReplicaStatus>>,
+    /// Replicas past their handshake.
+    connected: AtomicUsize,
     next_connection: AtomicU64,
 }
 
@@ -84,6 +86,7 @@ impl Master {
             settings,
             appended: Notify::new(),
             replicas: Mutex::new(HashMap::new()),
+            connected: AtomicUsize::new(0),
             next_connection: AtomicU64::new(0),
         })
     }
@@ -93,10 +96,32 @@ impl Master {
         &self.sync
     }
 
-    /// Tells the senders that the CommitLog grew (call after appends).
+    /// Tells the senders that the CommitLog grew (call after appends that
+    /// the store's append listener does not report).
     pub fn appended(&self) {
-        self.sync.master_wrote(self.store.max_physical_offset());
+        self.appended_to(self.store.max_physical_offset());
+    }
+
+    /// Tells the senders that the CommitLog grew to `end`. Costs one atomic
+    /// load while no replica is connected and consumers are not held at the
+    /// confirm offset.
+    pub fn appended_to(&self, end: u64) {
+        if self.connected.load(Ordering::Acquire) == 0 && self.store.confirm_offset().is_none() {
+            return;
+        }
+        self.sync.master_wrote(end);
         self.appended.notify_waiters();
+    }
+
+    /// Hears of every local append through the store's append listener;
+    /// false when the store has another listener already.
+    pub fn attach(self: &Arc<Self>) -> bool {
+        let weak = Arc::downgrade(self);
+        self.store.set_append_listener(Arc::new(move |end| {
+            if let Some(master) = weak.upgrade() {
+                master.appended_to(end);
+            }
+        }))
     }
 
     /// The connected slaves.
@@ -198,8 +223,13 @@ impl Master {
                 self.store.max_physical_offset()
             )));
         }
+        // Appends are reported from now on; the end is current before the
+        // first acknowledgement counts.
+        self.connected.fetch_add(1, Ordering::AcqRel);
+        self.sync.master_wrote(self.store.max_physical_offset());
         if !async_learner {
             self.sync.reset_ack(broker_id, reported);
+            self.acknowledged(broker_id, reported);
         }
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         self.lock_replicas().insert(
@@ -211,7 +241,11 @@ impl Master {
                 async_learner,
             },
         );
-        let _registered = Registered { master: self, id };
+        let _registered = Registered {
+            master: self,
+            id,
+            leaves_set: (self.settings.manage_in_sync_set && !async_learner).then_some(broker_id),
+        };
         let reader = async {
             loop {
                 match read_frame(&mut frames, silent).await? {
@@ -221,7 +255,7 @@ impl Master {
                             r.acked = acked;
                         }
                         if !async_learner {
-                            self.sync.acknowledge(broker_id, acked);
+                            self.acknowledged(broker_id, acked);
                         }
                     }
                     SlaveFrame::Handshake { .. } => {
@@ -234,6 +268,23 @@ impl Master {
         tokio::select! {
             r = reader => r,
             w = writer => w,
+        }
+    }
+
+    /// Records a replica's acknowledgement; without a controller, a replica
+    /// that reached the confirm offset joins the in-sync set.
+    fn acknowledged(&self, broker_id: i64, acked: u64) {
+        self.sync.acknowledge(broker_id, acked);
+        if self.settings.manage_in_sync_set
+            && !self.sync.is_member(broker_id)
+            && acked >= self.sync.confirm_offset()
+        {
+            tracing::info!(
+                broker_id,
+                acked,
+                "replica caught up; it joins the in-sync set"
+            );
+            self.sync.add_member(broker_id);
         }
     }
 
@@ -323,11 +374,28 @@ impl Master {
 struct Registered<'a> {
     master: &'a Master,
     id: u64,
+    /// The replica to take out of the in-sync set when it disconnects.
+    leaves_set: Option<i64>,
 }
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
         self.master.lock_replicas().remove(&self.id);
+        self.master.connected.fetch_sub(1, Ordering::AcqRel);
+        if let Some(replica) = self.leaves_set {
+            let still = self
+                .master
+                .lock_replicas()
+                .values()
+                .any(|r| r.broker_id == replica);
+            if !still {
+                tracing::warn!(
+                    broker_id = replica,
+                    "replica disconnected; it leaves the in-sync set"
+                );
+                self.master.sync.remove_member(replica);
+            }
+        }
     }
 }
 

@@ -57,6 +57,27 @@ impl SyncSet {
         self.recompute(&inner);
     }
 
+    /// Adds `replica` to the members.
+    pub fn add_member(&self, replica: i64) {
+        let mut inner = self.lock();
+        if inner.members.insert(replica) {
+            self.recompute(&inner);
+        }
+    }
+
+    /// Takes `replica` out of the members (never the master).
+    pub fn remove_member(&self, replica: i64) {
+        let mut inner = self.lock();
+        if replica != self.master_id && inner.members.remove(&replica) {
+            self.recompute(&inner);
+        }
+    }
+
+    /// Whether `replica` is a member.
+    pub fn is_member(&self, replica: i64) -> bool {
+        self.lock().members.contains(&replica)
+    }
+
     /// The members, the master's included.
     pub fn members(&self) -> BTreeSet<i64> {
         self.lock().members.clone()

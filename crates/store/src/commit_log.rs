@@ -166,6 +166,10 @@ pub struct CommitLog {
     wrote_end: AtomicU64,
     poisoned: Mutex<Option<String>>,
     poisoned_flag: AtomicBool,
+    /// Why local appends are refused (a replica takes only its master's
+    /// bytes), if they are.
+    replica_only: Mutex<Option<String>>,
+    replica_only_flag: AtomicBool,
     hold_time: metrics::Histogram,
 }
 
@@ -201,6 +205,8 @@ impl CommitLog {
             space_remark: Mutex::new(String::new()),
             poisoned: Mutex::new(None),
             poisoned_flag: AtomicBool::new(false),
+            replica_only: Mutex::new(None),
+            replica_only_flag: AtomicBool::new(false),
             hold_time: metrics::histogram!("sluice_store_put_lock_hold_seconds"),
         }
     }
@@ -238,6 +244,7 @@ impl CommitLog {
     /// nothing is stored then.
     pub fn put(&self, msg: &MessageToStore) -> Result<AppendResult, PutError> {
         self.check_writable()?;
+        self.check_local_appends()?;
         ENCODE_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             let len = record::encode(msg, self.max_message_size, &mut buf).map_err(encode_error)?;
@@ -283,6 +290,7 @@ impl CommitLog {
     /// is larger than a file.
     pub fn put_batch(&self, msgs: &[MessageToStore]) -> Result<AppendResult, PutError> {
         self.check_writable()?;
+        self.check_local_appends()?;
         let Some(first) = msgs.first() else {
             return Err(PutError::MessageIllegal {
                 reason: "empty batch".into(),
@@ -431,11 +439,16 @@ impl CommitLog {
     /// Takes up appends after replication wrote the log: cuts a record left
     /// incomplete at the end, and sets each queue's next offset past the
     /// records from `from` (a record boundary, where the ConsumeQueues
-    /// stop) on. Returns the log's end.
+    /// stop) on, except records of deleted topics below their `fences`.
+    /// Returns the log's end.
     ///
     /// # Errors
     /// As [`CommitLog::truncate`].
-    pub fn resume_appends(&self, from: u64) -> Result<u64, PutError> {
+    pub fn resume_appends(
+        &self,
+        from: u64,
+        fences: &HashMap<String, u64>,
+    ) -> Result<u64, PutError> {
         let mut complete_to = from;
         {
             let mut held = self.lock();
@@ -446,7 +459,12 @@ impl CommitLog {
                 while pos < data.len() {
                     match record::check(&data[pos..], false) {
                         record::Record::Message(m) => {
-                            if !is_half_or_rollback(m.sys_flag)
+                            // A deleted topic's former records hold no offsets.
+                            let fenced = fences.get(m.topic).is_some_and(|&f| {
+                                u64::try_from(m.physical_offset).map_or(true, |o| o < f)
+                            });
+                            if !fenced
+                                && !is_half_or_rollback(m.sys_flag)
                                 && held.guard.next_queue_offset(m.topic, m.queue_id)
                                     <= m.queue_offset
                             {
@@ -585,6 +603,30 @@ impl CommitLog {
         if self.disk_full.swap(false, Ordering::AcqRel) {
             tracing::info!("disk has room again; commit log accepts appends");
         }
+    }
+
+    /// Refuses local appends with `reason` (the log takes only replicated
+    /// bytes), or takes them again with `None`.
+    pub fn refuse_local_appends(&self, reason: Option<String>) {
+        let refuse = reason.is_some();
+        *self
+            .replica_only
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = reason;
+        self.replica_only_flag.store(refuse, Ordering::Release);
+    }
+
+    fn check_local_appends(&self) -> Result<(), PutError> {
+        if !self.replica_only_flag.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let reason = self
+            .replica_only
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default();
+        Err(PutError::ServiceNotAvailable { reason })
     }
 
     fn check_writable(&self) -> Result<(), PutError> {

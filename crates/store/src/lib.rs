@@ -65,6 +65,7 @@ pub use index::QueryResult;
 pub use message_model::MessageToStore;
 pub use mmap::flush_calls;
 pub use retention::{Expiring, RetentionListener, RetentionStats};
+pub use state::AppendListener;
 pub use store::{
     GetResult, GetStatus, MessageStore, PutOutcome, PutStatus, ReadCaps, MAX_FILTER_SCAN_BYTES,
 };

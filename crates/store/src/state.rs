@@ -28,6 +28,34 @@ use crate::{
 };
 
 /// The ConsumeQueues by topic and queue id.
+/// Told the CommitLog's end after every local append (a master's
+/// replication wakes its senders with it).
+pub type AppendListener = dyn Fn(u64) + Send + Sync;
+
+/// Where the append listener is kept (empty until one is set).
+#[derive(Default)]
+pub(crate) struct AppendSlot(std::sync::OnceLock<Arc<AppendListener>>);
+
+impl AppendSlot {
+    pub(crate) fn get(&self) -> Option<&Arc<AppendListener>> {
+        self.0.get()
+    }
+
+    pub(crate) fn set(&self, listener: Arc<AppendListener>) -> bool {
+        self.0.set(listener).is_ok()
+    }
+}
+
+impl std::fmt::Debug for AppendSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "AppendSlot(set)"
+        } else {
+            "AppendSlot(empty)"
+        })
+    }
+}
+
 pub(crate) type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
 /// State shared by the store and its threads.
@@ -60,6 +88,8 @@ pub(crate) struct Inner {
     pub(crate) shutting_down: AtomicBool,
     pub(crate) flush_time: metrics::Histogram,
     pub(crate) arrival: ArrivalSlot,
+    /// Told the CommitLog's end after every local append, once set.
+    pub(crate) append_listener: AppendSlot,
     /// Held by each dispatch pass and by a topic deletion, so that a
     /// deletion happens between passes.
     pub(crate) dispatch_lock: Mutex<()>,
@@ -137,6 +167,7 @@ impl Inner {
             shutting_down: AtomicBool::new(false),
             flush_time: metrics::histogram!("sluice_store_flush_seconds"),
             arrival: ArrivalSlot::default(),
+            append_listener: AppendSlot::default(),
             dispatch_lock: Mutex::new(()),
             fences: Mutex::new(HashMap::new()),
             config,

@@ -30,7 +30,7 @@ use crate::{
     recovery,
     retention::{RetentionListener, RetentionStats},
     services,
-    state::Inner,
+    state::{AppendListener, Inner},
     topic_delete,
 };
 
@@ -678,9 +678,27 @@ impl MessageStore {
             .commit_log
             .raise_queue_offsets(self.inner.queue_ends());
         let from = self.inner.reput_from.load(Ordering::Acquire);
-        let end = self.inner.commit_log.resume_appends(from)?;
+        let fences = self
+            .inner
+            .fences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let end = self.inner.commit_log.resume_appends(from, &fences)?;
         self.inner.confirm_offset.fetch_min(end, Ordering::AcqRel);
         Ok(end)
+    }
+
+    /// Sets the listener told the CommitLog's end after every local append;
+    /// false (and nothing changes) when one is set already.
+    pub fn set_append_listener(&self, listener: Arc<AppendListener>) -> bool {
+        self.inner.append_listener.set(listener)
+    }
+
+    /// Refuses local appends with `reason` (this store is a replica and
+    /// takes only its master's bytes), or takes them again with `None`.
+    pub fn refuse_local_appends(&self, reason: Option<String>) {
+        self.inner.commit_log.refuse_local_appends(reason);
     }
 
     /// The replication confirm offset (what consumers may see), `None`
@@ -801,6 +819,9 @@ impl Inner {
     }
 
     fn after_put(&self, append: AppendResult, wait: bool) -> FlushTicket<'_> {
+        if let Some(listener) = self.append_listener.get() {
+            listener(append.end_offset());
+        }
         self.last_store_ts
             .fetch_max(append.store_timestamp, Ordering::AcqRel);
         if self.pool.is_some() {

@@ -253,3 +253,21 @@ fn a_replica_whose_messages_were_all_dispatched_continues_each_queue() {
         .unwrap();
     assert_eq!(put.append.queue_offset, 30);
 }
+
+#[test]
+fn taking_over_leaves_a_deleted_topics_former_records_out_of_its_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(replica_config(dir.path())).unwrap();
+    // Stored but never confirmed, so in no ConsumeQueue.
+    for i in 0..5 {
+        store
+            .put_message(&common::message("Gone", 0, i, 100))
+            .unwrap();
+    }
+    store.delete_topic("Gone").unwrap();
+    store.resume_appends().unwrap();
+    let put = store
+        .put_message(&common::message("Gone", 0, 5, 100))
+        .unwrap();
+    assert_eq!(put.append.queue_offset, 0);
+}

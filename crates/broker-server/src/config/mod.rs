@@ -27,9 +27,11 @@ use thiserror::Error;
 
 mod auth_section;
 mod broker_conf;
+mod ha_section;
 mod section;
 
 pub use auth_section::AuthSection;
+pub use ha_section::{BrokerRole, HaSection};
 pub use section::BrokerSection;
 
 /// Why a configuration was refused.
@@ -68,6 +70,8 @@ pub struct BrokerConfig {
     pub flow: FlowControlConfig,
     /// Authentication and authorization.
     pub auth: AuthSection,
+    /// Replication.
+    pub ha: HaSection,
 }
 
 impl BrokerConfig {
@@ -105,6 +109,7 @@ impl BrokerConfig {
             json_keys(&defaults.store)?,
             json_keys(&defaults.flow)?,
             json_keys(&defaults.auth)?,
+            json_keys(&defaults.ha)?,
         ]
         .into_iter()
         .flatten()
@@ -188,6 +193,7 @@ impl BrokerConfig {
             store: section(&merged)?,
             flow: section(&merged)?,
             auth: section(&merged)?,
+            ha: section(&merged)?,
         };
         config.validate()?;
         Ok(config)
@@ -204,6 +210,7 @@ impl BrokerConfig {
             to_value_map(&self.store)?,
             to_value_map(&self.flow)?,
             to_value_map(&self.auth)?,
+            to_value_map(&self.ha)?,
         ] {
             map.extend(part);
         }
@@ -270,6 +277,15 @@ impl BrokerConfig {
             .validate()
             .map_err(|e| invalid(e.key, e.value, e.allowed))?;
         self.auth.validate()?;
+        self.ha.validate(self.broker.broker_id)?;
+        if self.ha.broker_role == BrokerRole::Slave && self.store.transient_store_pool_enable {
+            return Err(invalid(
+                "transientStorePoolEnable",
+                "true".into(),
+                "false on a SLAVE (its CommitLog is cut where it stops agreeing with its master's)"
+                    .into(),
+            ));
+        }
         self.broker.validate()
     }
 }
@@ -350,6 +366,32 @@ fn parse_value(text: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slave_refuses_the_transient_store_pool() {
+        let err = BrokerConfig::load(
+            None,
+            std::iter::empty(),
+            &[
+                ("brokerRole".into(), "SLAVE".into()),
+                ("brokerId".into(), "1".into()),
+                ("transientStorePoolEnable".into(), "true".into()),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("transientStorePoolEnable"), "{err}");
+        let ok = BrokerConfig::load(
+            None,
+            std::iter::empty(),
+            &[
+                ("brokerRole".into(), "SLAVE".into()),
+                ("brokerId".into(), "1".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(ok.ha.broker_role, BrokerRole::Slave);
+    }
 
     fn set(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

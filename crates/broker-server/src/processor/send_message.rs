@@ -21,6 +21,7 @@ use store::{AppendResult, FlushTicket, MessageToStore, PutError, PutStatus};
 
 use crate::{
     config::BrokerConfig,
+    ha::Replicated,
     processor::{bad_header, Refusal},
     request::Job,
     schedule::{delay_request, to_schedule, DelayRequest},
@@ -44,8 +45,23 @@ pub(crate) fn send(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
         Appended::Stored(response, ticket) => (response, ticket),
         Appended::Refused(refused) => return Some(refused),
     };
+    let waiter = if req.is_oneway() {
+        None
+    } else {
+        state.ha.waiter()
+    };
     let ticket = match ticket.try_complete() {
-        Ok(outcome) => return Some(with_status(response, outcome.status)),
+        Ok(outcome) => {
+            let Some(waiter) = waiter else {
+                return Some(with_status(response, outcome.status));
+            };
+            let reply = job.reply.clone();
+            let response = with_status(response, outcome.status);
+            waiter.on_replicated(outcome.append.end_offset(), move |replicated| {
+                reply.send(with_replicas(response, replicated));
+            });
+            return None;
+        }
         Err(ticket) => ticket,
     };
     if req.is_oneway() {
@@ -55,9 +71,39 @@ pub(crate) fn send(state: &BrokerState, job: &Job) -> Option<RemotingCommand> {
     }
     let reply = job.reply.clone();
     ticket.on_durable(move |outcome| {
-        reply.send(with_status(response, outcome.status));
+        let response = with_status(response, outcome.status);
+        match waiter {
+            Some(waiter) if outcome.status == PutStatus::Ok => {
+                waiter.on_replicated(outcome.append.end_offset(), move |replicated| {
+                    reply.send(with_replicas(response, replicated));
+                });
+            }
+            _ => {
+                reply.send(response);
+            }
+        }
     });
     None
+}
+
+/// A stored message's answer turned into what its replicas say: RocketMQ's
+/// `FLUSH_SLAVE_TIMEOUT` (12) when they did not confirm it within
+/// `slaveTimeout`, `SLAVE_NOT_AVAILABLE` (11) when no slave is in sync;
+/// both still carry the send result (the message is stored).
+fn with_replicas(mut response: RemotingCommand, replicated: Replicated) -> RemotingCommand {
+    match replicated {
+        Replicated::Yes => {}
+        Replicated::TimedOut => {
+            response.code = ResponseCode::FLUSH_SLAVE_TIMEOUT.0;
+            response.remark = Some("in-sync slaves did not confirm the message within slaveTimeout; it is stored on the master".into());
+        }
+        Replicated::NoReplica => {
+            response.code = ResponseCode::SLAVE_NOT_AVAILABLE.0;
+            response.remark =
+                Some("no slave is in sync; the message is stored on the master only".into());
+        }
+    }
+    response
 }
 
 /// The success answer turned into what `status` says.

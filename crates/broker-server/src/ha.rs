@@ -1,0 +1,316 @@
+//! The broker's part in its group's replication (`brokerRole`): a master
+//! serves its slaves on the HA port and, as `SYNC_MASTER`, answers a send
+//! once every in-sync slave holds it; a slave follows its master, whose HA
+//! address it takes from `haMasterAddress` or from its registration, and
+//! refuses sends of its own.
+
+use std::{
+    net::SocketAddr,
+    path::Path,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use replication::{master::Master, slave::Slave, sync_set::SyncSet};
+use store::{Epoch, EpochHistory, MessageStore};
+use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
+
+use crate::{
+    config::{BrokerConfig, BrokerRole},
+    BrokerError,
+};
+
+/// The epoch file's name under `storePathRootDir` (RocketMQ's).
+pub const EPOCH_FILE: &str = "epochFileCheckpoint";
+
+/// How a send fared with the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replicated {
+    /// Every in-sync replica holds it.
+    Yes,
+    /// Not within `slaveTimeout`.
+    TimedOut,
+    /// No slave is in sync.
+    NoReplica,
+}
+
+/// The broker's replication.
+#[derive(Debug)]
+pub struct Ha {
+    role: BrokerRole,
+    runtime: tokio::runtime::Handle,
+    master: Option<Arc<Master>>,
+    slave: Option<Arc<Slave>>,
+    ha_address: Option<SocketAddr>,
+    master_address: watch::Sender<Option<String>>,
+    slave_timeout: Duration,
+}
+
+impl Ha {
+    /// Starts the replication of `store` for the role the configuration
+    /// names; the tasks stop when their handles are aborted. A master's HA
+    /// port binds on `bind`'s address: `haListenPort`, else `bind`'s port
+    /// (the configured `listenPort`) + 1, else (both 0) a free port. `announce` is the address slaves are
+    /// told to reach it at (its port replaced by the HA port).
+    ///
+    /// # Errors
+    /// The epoch file cannot be read or written, or the HA port cannot be
+    /// bound.
+    pub async fn start(
+        config: &BrokerConfig,
+        store: &Arc<MessageStore>,
+        bind: SocketAddr,
+        announce: SocketAddr,
+    ) -> Result<(Self, Vec<JoinHandle<()>>), BrokerError> {
+        let ha = &config.ha;
+        let root = &config.store.store_path_root_dir;
+        let epochs = Arc::new(Mutex::new(open_epochs(root)?));
+        let settings = ha.settings(config.broker.broker_id);
+        let (master_address, mut address) = watch::channel(ha.ha_master_address.clone());
+        let mut tasks = Vec::new();
+        let mut this = Self {
+            role: ha.broker_role,
+            runtime: tokio::runtime::Handle::current(),
+            master: None,
+            slave: None,
+            ha_address: None,
+            master_address,
+            slave_timeout: Duration::from_millis(ha.slave_timeout),
+        };
+        match ha.broker_role {
+            BrokerRole::Slave => {
+                store.refuse_local_appends(Some(format!(
+                    "broker {} is a SLAVE (brokerId {}): send to its group's master",
+                    config.broker.broker_name, config.broker.broker_id
+                )));
+                let slave = Slave::new(Arc::clone(store), epochs, settings);
+                this.slave = Some(Arc::clone(&slave));
+                tasks.push(tokio::spawn(async move {
+                    loop {
+                        let Some(addr) = address.borrow_and_update().clone() else {
+                            if address.changed().await.is_err() {
+                                return;
+                            }
+                            continue;
+                        };
+                        let followed = tokio::select! {
+                            r = slave.follow(&addr) => Some(r),
+                            _ = address.changed() => None,
+                        };
+                        if let Some(r) = followed {
+                            let cause = match r {
+                                Ok(()) => "closed by the master".to_owned(),
+                                Err(e) => e.to_string(),
+                            };
+                            tracing::warn!(master = %addr, %cause, "replication from the master stopped; connecting again in 1 s");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                    }
+                }));
+            }
+            BrokerRole::AsyncMaster | BrokerRole::SyncMaster => {
+                let end = if ha.replicated_store() {
+                    // Records past the confirm offset are in no
+                    // ConsumeQueue yet; the queues' offsets must follow them.
+                    let store = Arc::clone(store);
+                    tokio::task::spawn_blocking(move || store.resume_appends())
+                        .await
+                        .map_err(|e| io_error("take up appends", e.to_string()))?
+                        .map_err(|e| io_error("take up appends", e.to_string()))?
+                } else {
+                    store.max_physical_offset()
+                };
+                {
+                    let mut epochs = epochs
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if epochs.last().is_none() {
+                        // A master without a controller writes in epoch 1,
+                        // which covers its whole log.
+                        epochs
+                            .append(Epoch {
+                                epoch: 1,
+                                start_offset: store.min_physical_offset(),
+                            })
+                            .map_err(|e| io_error("write the epoch file", e.to_string()))?;
+                    }
+                }
+                // `bind` carries the configured listenPort (0: a free one).
+                let port = match (ha.ha_listen_port, bind.port()) {
+                    (0, 0) => 0,
+                    (0, listen) => listen.checked_add(1).unwrap_or(0),
+                    (ha_port, _) => ha_port,
+                };
+                let at = SocketAddr::new(bind.ip(), port);
+                let listener = TcpListener::bind(at)
+                    .await
+                    .map_err(|source| BrokerError::Bind {
+                        addr: at.to_string(),
+                        key: "haListenPort",
+                        source,
+                    })?;
+                let local = listener
+                    .local_addr()
+                    .map_err(|e| io_error("read the HA address", e.to_string()))?;
+                this.ha_address = Some(SocketAddr::new(announce.ip(), local.port()));
+                let sync = Arc::new(SyncSet::new(config.broker.broker_id, end));
+                let master = Master::new(
+                    Arc::clone(store),
+                    epochs,
+                    sync,
+                    replication::HaSettings {
+                        manage_in_sync_set: true,
+                        ..settings
+                    },
+                );
+                master.attach();
+                tracing::info!(ha = %local, role = ?ha.broker_role, "serving replicas");
+                tasks.push(tokio::spawn(Arc::clone(&master).serve(listener)));
+                this.master = Some(master);
+            }
+        }
+        Ok((this, tasks))
+    }
+
+    /// The broker's role.
+    pub fn role(&self) -> BrokerRole {
+        self.role
+    }
+
+    /// The HA address a master registers (`haServerAddr`), empty otherwise.
+    pub fn ha_server_addr(&self) -> String {
+        self.ha_address.map(|a| a.to_string()).unwrap_or_default()
+    }
+
+    /// A slave learns its master's HA address (from its registration),
+    /// unless `haMasterAddress` set one.
+    pub fn master_hint(&self, config: &BrokerConfig, ha_server_addr: &str) {
+        if self.slave.is_none()
+            || config.ha.ha_master_address.is_some()
+            || ha_server_addr.is_empty()
+        {
+            return;
+        }
+        self.master_address.send_if_modified(|current| {
+            let changed = current.as_deref() != Some(ha_server_addr);
+            if changed {
+                tracing::info!(
+                    master = ha_server_addr,
+                    "following the master the name server named"
+                );
+                *current = Some(ha_server_addr.to_owned());
+            }
+            changed
+        });
+    }
+
+    /// The master's replication, on a master.
+    pub fn master(&self) -> Option<&Arc<Master>> {
+        self.master.as_ref()
+    }
+
+    /// The slave's replication, on a slave.
+    pub fn slave(&self) -> Option<&Arc<Slave>> {
+        self.slave.as_ref()
+    }
+
+    /// What a `SYNC_MASTER` send waits with, `None` for other roles.
+    pub fn waiter(&self) -> Option<ReplicaWaiter> {
+        if self.role != BrokerRole::SyncMaster {
+            return None;
+        }
+        Some(ReplicaWaiter {
+            sync: Arc::clone(self.master.as_ref()?.sync_set()),
+            runtime: self.runtime.clone(),
+            timeout: self.slave_timeout,
+        })
+    }
+}
+
+/// Waits for a send's replicas on a `SYNC_MASTER`; cheap to clone into a
+/// callback.
+#[derive(Debug, Clone)]
+pub struct ReplicaWaiter {
+    sync: Arc<SyncSet>,
+    runtime: tokio::runtime::Handle,
+    timeout: Duration,
+}
+
+impl ReplicaWaiter {
+    /// Calls `done` once every in-sync replica holds the CommitLog up to
+    /// `end`, or `slaveTimeout` passed, or at once when no slave is in sync.
+    pub fn on_replicated(&self, end: u64, done: impl FnOnce(Replicated) + Send + 'static) {
+        if self.sync.members().len() < 2 {
+            return done(Replicated::NoReplica);
+        }
+        if self.sync.confirm_offset() >= end {
+            return done(Replicated::Yes);
+        }
+        let sync = Arc::clone(&self.sync);
+        let timeout = self.timeout;
+        self.runtime.spawn(async move {
+            done(if sync.wait_confirmed(end, timeout).await {
+                Replicated::Yes
+            } else {
+                Replicated::TimedOut
+            });
+        });
+    }
+}
+
+fn open_epochs(root: &Path) -> Result<EpochHistory, BrokerError> {
+    EpochHistory::open(&root.join(EPOCH_FILE))
+        .map_err(|e| io_error("read the epoch file", e.to_string()))
+}
+
+fn io_error(what: &str, cause: String) -> BrokerError {
+    BrokerError::Io {
+        what: what.to_owned(),
+        source: std::io::Error::other(cause),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(sync: &Arc<SyncSet>, timeout_ms: u64) -> ReplicaWaiter {
+        ReplicaWaiter {
+            sync: Arc::clone(sync),
+            runtime: tokio::runtime::Handle::current(),
+            timeout: Duration::from_millis(timeout_ms),
+        }
+    }
+
+    async fn outcome(w: &ReplicaWaiter, end: u64) -> Replicated {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        w.on_replicated(end, move |r| {
+            let _ = tx.send(r);
+        });
+        rx.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_send_hears_whether_its_replicas_hold_it() {
+        let sync = Arc::new(SyncSet::new(0, 0));
+        sync.master_wrote(100);
+        // Alone: no slave in sync.
+        assert_eq!(
+            outcome(&waiter(&sync, 10_000), 100).await,
+            Replicated::NoReplica
+        );
+        sync.add_member(1);
+        // A slave that never acknowledges: the wait ends with the timeout.
+        assert_eq!(outcome(&waiter(&sync, 20), 100).await, Replicated::TimedOut);
+        // One that acknowledges while the send waits.
+        let w = waiter(&sync, 10_000);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        w.on_replicated(100, move |r| {
+            let _ = tx.send(r);
+        });
+        sync.acknowledge(1, 100);
+        assert_eq!(rx.await.unwrap(), Replicated::Yes);
+        // Already confirmed: at once.
+        assert_eq!(outcome(&waiter(&sync, 1), 50).await, Replicated::Yes);
+    }
+}

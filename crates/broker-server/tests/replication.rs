@@ -1,0 +1,127 @@
+//! A master and a slave in one group, in-process: the slave finds its
+//! master through its registration, a SYNC_MASTER answers a send once the
+//! slave holds it and `SLAVE_NOT_AVAILABLE` once no slave is in sync, and a
+//! slave refuses sends.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{send_request, TestBroker};
+use remoting_protocol::ResponseCode;
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "not within 20 s: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn start_slave(master: &TestBroker) -> TestBroker {
+    TestBroker::start(&[
+        ("brokerRole", "SLAVE"),
+        ("brokerId", "1"),
+        ("embeddedNamesrv", "false"),
+        ("namesrvAddr", &master.namesrv),
+    ])
+    .await
+}
+
+fn in_sync(master: &TestBroker) -> usize {
+    master
+        .broker
+        .state()
+        .ha
+        .master()
+        .unwrap()
+        .sync_set()
+        .members()
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_master_answers_once_its_slave_holds_the_message() {
+    let master = TestBroker::start(&[("brokerRole", "SYNC_MASTER")]).await;
+    master.create_topic("Replicated", 1).await;
+    // No slave yet: stored, but said to be on the master only.
+    let alone = master
+        .invoke(send_request("Replicated", 0, b"alone", ""))
+        .await;
+    assert_eq!(
+        alone.response_code(),
+        ResponseCode::SLAVE_NOT_AVAILABLE,
+        "{alone:?}"
+    );
+
+    let slave = start_slave(&master).await;
+    wait_until("the slave joins the in-sync set", || in_sync(&master) == 2).await;
+    for i in 0..20 {
+        let r = master
+            .invoke(send_request(
+                "Replicated",
+                0,
+                format!("m{i}").as_bytes(),
+                "",
+            ))
+            .await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{r:?}");
+        // Answered: the slave acknowledged it.
+        assert!(
+            slave.broker.state().store.max_physical_offset()
+                >= master.broker.state().store.max_physical_offset()
+        );
+    }
+    // The master's consumers see what the slave holds; so do the slave's.
+    master.until_dispatched("Replicated", 0, 21).await;
+    slave.until_dispatched("Replicated", 0, 21).await;
+
+    // A slave takes no sends of its own.
+    let refused = slave
+        .invoke(send_request("Replicated", 0, b"to the slave", ""))
+        .await;
+    assert_eq!(
+        refused.response_code(),
+        ResponseCode::SERVICE_NOT_AVAILABLE,
+        "{refused:?}"
+    );
+    assert!(
+        refused.remark.as_deref().unwrap_or("").contains("SLAVE"),
+        "{refused:?}"
+    );
+
+    // The slave goes: it leaves the in-sync set, and sends say so.
+    slave.broker.shutdown().await;
+    wait_until("the slave leaves the in-sync set", || in_sync(&master) == 1).await;
+    let after = master
+        .invoke(send_request("Replicated", 0, b"after", ""))
+        .await;
+    assert_eq!(after.response_code(), ResponseCode::SLAVE_NOT_AVAILABLE);
+    master.until_dispatched("Replicated", 0, 22).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_master_answers_at_once_and_its_slave_catches_up() {
+    let master = TestBroker::start(&[]).await;
+    master.create_topic("Copied", 2).await;
+    for i in 0..50 {
+        let r = master
+            .invoke(send_request(
+                "Copied",
+                i % 2,
+                format!("m{i}").as_bytes(),
+                "",
+            ))
+            .await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{r:?}");
+    }
+    let slave = start_slave(&master).await;
+    let end = master.broker.state().store.max_physical_offset();
+    wait_until("the slave holds the master's log", || {
+        slave.broker.state().store.max_physical_offset() == end
+    })
+    .await;
+    slave.until_dispatched("Copied", 0, 25).await;
+    slave.until_dispatched("Copied", 1, 25).await;
+}
