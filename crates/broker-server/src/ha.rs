@@ -43,6 +43,8 @@ pub struct Ha {
     slave: Option<Arc<Slave>>,
     ha_address: Option<SocketAddr>,
     master_address: watch::Sender<Option<String>>,
+    /// A slave's master's remoting address, from its registration.
+    master_remoting: Mutex<Option<String>>,
     slave_timeout: Duration,
 }
 
@@ -75,6 +77,7 @@ impl Ha {
             slave: None,
             ha_address: None,
             master_address,
+            master_remoting: Mutex::new(None),
             slave_timeout: Duration::from_millis(ha.slave_timeout),
         };
         match ha.broker_role {
@@ -182,13 +185,20 @@ impl Ha {
         self.ha_address.map(|a| a.to_string()).unwrap_or_default()
     }
 
-    /// A slave learns its master's HA address (from its registration),
-    /// unless `haMasterAddress` set one.
-    pub fn master_hint(&self, config: &BrokerConfig, ha_server_addr: &str) {
-        if self.slave.is_none()
-            || config.ha.ha_master_address.is_some()
-            || ha_server_addr.is_empty()
-        {
+    /// A slave learns its master's addresses from its registration: the HA
+    /// one (unless `haMasterAddress` set one) and the remoting one, where it
+    /// copies the master's metadata from.
+    pub fn master_hint(&self, config: &BrokerConfig, ha_server_addr: &str, master_addr: &str) {
+        if self.slave.is_none() {
+            return;
+        }
+        if !master_addr.is_empty() {
+            *self
+                .master_remoting
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(master_addr.to_owned());
+        }
+        if config.ha.ha_master_address.is_some() || ha_server_addr.is_empty() {
             return;
         }
         self.master_address.send_if_modified(|current| {
@@ -202,6 +212,14 @@ impl Ha {
             }
             changed
         });
+    }
+
+    /// A slave's master's remoting address, once its registration named it.
+    pub fn master_remoting_addr(&self) -> Option<String> {
+        self.master_remoting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The master's replication, on a master.

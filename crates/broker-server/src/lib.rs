@@ -32,6 +32,7 @@ pub mod request;
 pub mod retention_watch;
 pub mod schedule;
 pub mod service_loop;
+pub mod slave_sync;
 pub mod state;
 pub mod stats;
 pub mod subscriptions;
@@ -449,6 +450,13 @@ impl Broker {
         }));
         let broker_addr = store_host.to_string();
         registration::register_all(&state, &client, &broker_addr).await;
+        if state.ha.role() == config::BrokerRole::Slave {
+            tasks.push(tokio::spawn(slave_sync::run(
+                Arc::clone(&state),
+                Arc::clone(&client),
+                shutdown.clone(),
+            )));
+        }
         tasks.push(tokio::spawn(registration::run(
             Arc::clone(&state),
             client,

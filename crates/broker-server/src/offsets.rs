@@ -241,6 +241,30 @@ impl OffsetManager {
         self.dirty.store(true, Ordering::Release);
     }
 
+    /// Takes every offset of a `consumerOffset.json` body (a slave copying
+    /// its master's); returns how many queue offsets changed.
+    ///
+    /// # Errors
+    /// The body does not parse.
+    pub fn copy_from(&self, body: &[u8]) -> Result<usize, String> {
+        // fastjson's form, with bare integer keys, as `encode` writes it.
+        let file: OffsetFile = remoting_protocol::body::from_json(body)
+            .map_err(|e| format!("the master's consumer offsets do not parse: {e}"))?;
+        let mut changed = 0;
+        for (key, queues) in file.offset_table {
+            let mut entry = self.table.entry(key).or_default();
+            for (queue_id, offset) in queues {
+                if entry.insert(queue_id, offset) != Some(offset) {
+                    changed += 1;
+                }
+            }
+        }
+        if changed > 0 {
+            self.dirty.store(true, Ordering::Release);
+        }
+        Ok(changed)
+    }
+
     /// Every committed offset, as `(topic, group, queue id, offset)`.
     pub fn entries(&self) -> Vec<(String, String, i32, i64)> {
         let mut out = Vec::new();

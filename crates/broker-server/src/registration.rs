@@ -116,9 +116,11 @@ async fn register(
                 tracing::debug!(namesrv = %addr, topics = state.topics.len(), "registered with name server");
                 // A slave hears where its master's HA port is.
                 if let Ok(answer) = r.decode_header::<RegisterBrokerResponseHeader>() {
-                    if let Some(ha) = answer.ha_server_addr {
-                        state.ha.master_hint(&cfg, &ha);
-                    }
+                    state.ha.master_hint(
+                        &cfg,
+                        answer.ha_server_addr.as_deref().unwrap_or_default(),
+                        answer.master_addr.as_deref().unwrap_or_default(),
+                    );
                 }
             }
             Ok(r) => {

@@ -1,15 +1,18 @@
 //! A master and a slave in one group, in-process: the slave finds its
 //! master through its registration, a SYNC_MASTER answers a send once the
-//! slave holds it and `SLAVE_NOT_AVAILABLE` once no slave is in sync, and a
-//! slave refuses sends.
+//! slave holds it and `SLAVE_NOT_AVAILABLE` once no slave is in sync, a
+//! slave refuses sends, copies its master's topics and offsets and serves
+//! pulls.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{send_request, TestBroker};
-use remoting_protocol::ResponseCode;
+use common::{pull_request, send_request, TestBroker};
+use remoting_protocol::{
+    header::UpdateConsumerOffsetRequestHeader, RemotingCommand, RequestCode, ResponseCode,
+};
 
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -90,6 +93,31 @@ async fn a_sync_master_answers_once_its_slave_holds_the_message() {
         refused.remark.as_deref().unwrap_or("").contains("SLAVE"),
         "{refused:?}"
     );
+
+    // The slave copies the master's topics and offsets, and serves
+    // consumers from its own copy.
+    let commit = RemotingCommand::request_with_header(
+        RequestCode::UPDATE_CONSUMER_OFFSET,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: "CG".into(),
+            topic: "Replicated".into(),
+            queue_id: 0,
+            commit_offset: 7,
+            ..UpdateConsumerOffsetRequestHeader::default()
+        },
+    );
+    assert_eq!(
+        master.invoke(commit).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    wait_until("the slave copies the topic and the offset", || {
+        let s = slave.broker.state();
+        s.topics.get("Replicated").is_some() && s.offsets.query("CG", "Replicated", 0) == Some(7)
+    })
+    .await;
+    let pulled = slave.invoke(pull_request("Replicated", 0, 0, 32)).await;
+    assert_eq!(pulled.response_code(), ResponseCode::SUCCESS, "{pulled:?}");
+    assert!(!pulled.body.is_empty());
 
     // The slave goes: it leaves the in-sync set, and sends say so.
     slave.broker.shutdown().await;
