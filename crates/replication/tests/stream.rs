@@ -122,6 +122,17 @@ async fn start_master(
     (master, addr, task)
 }
 
+/// Waits until the master's in-sync replicas all hold `end`.
+async fn confirmed(master: &Master, end: u64) {
+    assert!(
+        master
+            .sync_set()
+            .wait_confirmed(end, Duration::from_secs(20))
+            .await,
+        "the in-sync replicas did not confirm {end} within 20 s"
+    );
+}
+
 fn start_slave(
     node: &Node,
     broker_id: i64,
@@ -152,12 +163,7 @@ async fn a_slave_follows_and_consumers_see_only_what_both_hold() {
     assert!(bodies(&m.store).is_empty());
     let (slave, _following) = start_slave(&s, 1, false, addr);
     let end = m.store.max_physical_offset();
-    assert!(
-        master
-            .sync_set()
-            .wait_confirmed(end, Duration::from_secs(20))
-            .await
-    );
+    confirmed(&master, end).await;
     wait_until("the master's consumers see the confirmed messages", || {
         bodies(&m.store).len() == 400
     })
@@ -176,12 +182,7 @@ async fn a_slave_follows_and_consumers_see_only_what_both_hold() {
     put(&m, 400, 100, 3000);
     master.appended();
     let end = m.store.max_physical_offset();
-    assert!(
-        master
-            .sync_set()
-            .wait_confirmed(end, Duration::from_secs(20))
-            .await
-    );
+    confirmed(&master, end).await;
     wait_until("the slave shows the new messages", || {
         bodies(&s.store).len() == 500
     })
@@ -199,12 +200,7 @@ async fn a_slave_with_a_divergent_tail_is_cut_where_the_epochs_agree() {
     master_a.appended();
     let common = a.store.max_physical_offset();
     let (_, following_a) = start_slave(&b, 1, false, addr_a);
-    assert!(
-        master_a
-            .sync_set()
-            .wait_confirmed(common, Duration::from_secs(20))
-            .await
-    );
+    confirmed(&master_a, common).await;
     wait_until("B holds the common prefix", || {
         b.store.max_physical_offset() == common
     })
@@ -230,12 +226,7 @@ async fn a_slave_with_a_divergent_tail_is_cut_where_the_epochs_agree() {
     // A follows B: its epoch-2 tail goes.
     let (slave_a, _following_b) = start_slave(&a, 1, false, addr_b);
     let end = b.store.max_physical_offset();
-    assert!(
-        master_b
-            .sync_set()
-            .wait_confirmed(end, Duration::from_secs(20))
-            .await
-    );
+    confirmed(&master_b, end).await;
     let shown = || bodies(&a.store).len() == 170;
     let deadline = Instant::now() + Duration::from_secs(20);
     while !shown() && Instant::now() < deadline {

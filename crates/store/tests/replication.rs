@@ -27,6 +27,22 @@ fn copy_log(master: &MessageStore, replica: &MessageStore, chunk: usize) {
     assert_eq!(replica.max_physical_offset(), end);
 }
 
+/// A master store with `n` messages of `len` bytes in queue 0 of
+/// [`TOPIC`], and where each message ends.
+fn master(dir: &tempfile::TempDir, n: u64, len: usize) -> (MessageStore, Vec<u64>) {
+    let store = MessageStore::open(common::config(dir.path())).unwrap();
+    let ends = (0..n)
+        .map(|i| {
+            store
+                .put_message(&common::message(TOPIC, 0, i, len))
+                .unwrap()
+                .append
+                .end_offset()
+        })
+        .collect();
+    (store, ends)
+}
+
 fn bodies(store: &MessageStore) -> Vec<Vec<u8>> {
     let got = store.get_messages(TOPIC, 0, 0, 10_000, usize::MAX, None);
     if got.status != GetStatus::Found {
@@ -41,15 +57,8 @@ fn bodies(store: &MessageStore) -> Vec<Vec<u8>> {
 #[test]
 fn a_replica_holds_the_masters_bytes_and_shows_only_what_is_confirmed() {
     let (mdir, rdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = MessageStore::open(common::config(mdir.path())).unwrap();
     // About three 256 KiB files, so the copy crosses file ends and fillers.
-    let mut ends = Vec::new();
-    for i in 0..700 {
-        let put = master
-            .put_message(&common::message(TOPIC, 0, i, 1000))
-            .unwrap();
-        ends.push(put.append.end_offset());
-    }
+    let (master, ends) = master(&mdir, 700, 1000);
     let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
     assert_eq!(replica.confirm_offset(), Some(0));
     // 777 bytes at a time: most pieces end inside a record.
@@ -77,12 +86,7 @@ fn a_replica_holds_the_masters_bytes_and_shows_only_what_is_confirmed() {
 #[test]
 fn bytes_that_do_not_follow_on_are_refused_and_change_nothing() {
     let (mdir, rdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = MessageStore::open(common::config(mdir.path())).unwrap();
-    for i in 0..300 {
-        master
-            .put_message(&common::message(TOPIC, 0, i, 1000))
-            .unwrap();
-    }
+    let (master, _) = master(&mdir, 300, 1000);
     let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
     let first = master.commit_log_bytes(0, 5000).unwrap();
     replica.append_replicated(0, &first).unwrap();
@@ -119,14 +123,7 @@ fn bytes_that_do_not_follow_on_are_refused_and_change_nothing() {
 #[test]
 fn the_confirm_offset_survives_a_restart_and_still_holds_consumers_back() {
     let (mdir, rdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = MessageStore::open(common::config(mdir.path())).unwrap();
-    let mut ends = Vec::new();
-    for i in 0..100 {
-        let put = master
-            .put_message(&common::message(TOPIC, 0, i, 500))
-            .unwrap();
-        ends.push(put.append.end_offset());
-    }
+    let (master, ends) = master(&mdir, 100, 500);
     {
         let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
         copy_log(&master, &replica, 4096);
@@ -149,14 +146,7 @@ fn a_divergent_tail_is_cut_and_readers_keep_what_they_hold() {
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
     );
-    let master = MessageStore::open(common::config(mdir.path())).unwrap();
-    let mut ends = Vec::new();
-    for i in 0..700 {
-        let put = master
-            .put_message(&common::message(TOPIC, 0, i, 1000))
-            .unwrap();
-        ends.push(put.append.end_offset());
-    }
+    let (master, ends) = master(&mdir, 700, 1000);
     let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
     copy_log(&master, &replica, 10_000);
     replica.set_confirm_offset(ends[299]);
@@ -200,14 +190,7 @@ fn a_divergent_tail_is_cut_and_readers_keep_what_they_hold() {
 #[test]
 fn a_replica_that_takes_over_cuts_a_partial_record_and_continues_each_queue() {
     let (mdir, rdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = MessageStore::open(common::config(mdir.path())).unwrap();
-    let mut ends = Vec::new();
-    for i in 0..100 {
-        let put = master
-            .put_message(&common::message(TOPIC, 0, i, 800))
-            .unwrap();
-        ends.push(put.append.end_offset());
-    }
+    let (master, ends) = master(&mdir, 100, 800);
     let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
     // All but the last 50 bytes of message 99.
     let cut = ends[99] - 50;
@@ -236,12 +219,7 @@ fn a_replica_that_takes_over_cuts_a_partial_record_and_continues_each_queue() {
 #[test]
 fn a_replica_whose_messages_were_all_dispatched_continues_each_queue() {
     let (mdir, rdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = MessageStore::open(common::config(mdir.path())).unwrap();
-    for i in 0..30 {
-        master
-            .put_message(&common::message(TOPIC, 0, i, 300))
-            .unwrap();
-    }
+    let (master, _) = master(&mdir, 30, 300);
     let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
     copy_log(&master, &replica, 4096);
     replica.set_confirm_offset(u64::MAX);
