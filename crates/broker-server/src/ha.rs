@@ -222,6 +222,37 @@ impl Ha {
             .clone()
     }
 
+    /// Publishes the replication gauges, `end` being the CommitLog's end:
+    /// `sluice_commitlog_max_offset` on every broker;
+    /// `sluice_replication_confirm_offset` on a master (what every in-sync
+    /// replica holds) and on a slave (what its master said);
+    /// `sluice_replica_lag_bytes{replica}` and
+    /// `sluice_replica_in_sync{replica}` for each slave connected to a
+    /// master.
+    pub fn publish_gauges(&self, end: u64) {
+        metrics::gauge!("sluice_commitlog_max_offset").set(end as f64);
+        if let Some(master) = &self.master {
+            let sync = master.sync_set();
+            metrics::gauge!("sluice_replication_confirm_offset").set(sync.confirm_offset() as f64);
+            for r in master.replicas() {
+                let replica = r.broker_id.to_string();
+                metrics::gauge!("sluice_replica_lag_bytes", "replica" => replica.clone())
+                    .set(end.saturating_sub(r.acked) as f64);
+                metrics::gauge!("sluice_replica_in_sync", "replica" => replica).set(
+                    if sync.is_member(r.broker_id) {
+                        1.0
+                    } else {
+                        0.0
+                    },
+                );
+            }
+        }
+        if let Some(slave) = &self.slave {
+            metrics::gauge!("sluice_replication_confirm_offset")
+                .set(slave.status().master_confirm as f64);
+        }
+    }
+
     /// The master's replication, on a master.
     pub fn master(&self) -> Option<&Arc<Master>> {
         self.master.as_ref()

@@ -334,6 +334,7 @@ impl BrokerState {
         });
         metrics::gauge!("sluice_timer_pending").set(self.timers.stats().pending as f64);
         metrics::gauge!("sluice_transaction_half_pending").set(self.half_pending() as f64);
+        self.ha.publish_gauges(max);
         self.refresh_quota_metrics();
     }
 
