@@ -124,19 +124,28 @@ impl Ha {
                     store.max_physical_offset()
                 };
                 {
+                    // Without a controller to grant epochs, each start as
+                    // master opens a new one (the first covers the whole
+                    // log), numbered from the clock so that two brokers
+                    // that each started as master (one replacing the other
+                    // by hand) do not share an epoch number for different
+                    // bytes.
                     let mut epochs = epochs
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if epochs.last().is_none() {
-                        // A master without a controller writes in epoch 1,
-                        // which covers its whole log.
-                        epochs
-                            .append(Epoch {
-                                epoch: 1,
-                                start_offset: store.min_physical_offset(),
-                            })
-                            .map_err(|e| io_error("write the epoch file", e.to_string()))?;
-                    }
+                    let start_offset = if epochs.last().is_none() {
+                        store.min_physical_offset()
+                    } else {
+                        end
+                    };
+                    let epoch = next_static_epoch(epochs.last_epoch(), message_model::now_ms());
+                    epochs
+                        .append(Epoch {
+                            epoch,
+                            start_offset,
+                        })
+                        .map_err(|e| io_error("write the epoch file", e.to_string()))?;
+                    tracing::info!(epoch, start_offset, "writing in a new master epoch");
                 }
                 // `bind` carries the configured listenPort (0: a free one).
                 let port = match (ha.ha_listen_port, bind.port()) {
@@ -307,6 +316,14 @@ impl ReplicaWaiter {
     }
 }
 
+/// The epoch a master without a controller opens: after `last`, and at
+/// least the seconds since 2020-01-01 at `now_ms` (an `i32` until 2088).
+fn next_static_epoch(last: i32, now_ms: i64) -> i32 {
+    const EPOCH_2020_MS: i64 = 1_577_836_800_000;
+    let from_clock = i32::try_from((now_ms - EPOCH_2020_MS).max(0) / 1000).unwrap_or(i32::MAX);
+    last.saturating_add(1).max(from_clock)
+}
+
 fn open_epochs(root: &Path) -> Result<EpochHistory, BrokerError> {
     EpochHistory::open(&root.join(EPOCH_FILE))
         .map_err(|e| io_error("read the epoch file", e.to_string()))
@@ -337,6 +354,19 @@ mod tests {
             let _ = tx.send(r);
         });
         rx.await.unwrap()
+    }
+
+    #[test]
+    fn a_static_master_epoch_is_new_and_follows_the_clock() {
+        // 2026-01-01 is 189,388,800 s after 2020-01-01.
+        let jan_2026 = 1_767_225_600_000;
+        assert_eq!(next_static_epoch(-1, jan_2026), 189_388_800);
+        // Never older than the last one, even with a clock set back.
+        assert_eq!(
+            next_static_epoch(189_388_800, jan_2026 - 10_000),
+            189_388_801
+        );
+        assert_eq!(next_static_epoch(5, 0), 6);
     }
 
     #[tokio::test]

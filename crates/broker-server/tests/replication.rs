@@ -153,3 +153,129 @@ async fn an_async_master_answers_at_once_and_its_slave_catches_up() {
     slave.until_dispatched("Copied", 0, 25).await;
     slave.until_dispatched("Copied", 1, 25).await;
 }
+
+/// Bodies of every message in queue 0 of `topic`, read from the store.
+fn bodies(b: &TestBroker, topic: &str) -> Vec<Vec<u8>> {
+    let got = b
+        .broker
+        .state()
+        .store
+        .get_messages(topic, 0, 0, 10_000, usize::MAX, None);
+    got.messages
+        .iter()
+        .map(|r| match message_model::record::check(r, false) {
+            message_model::record::Record::Message(m) => m.body.to_vec(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+/// A master A with a slave B that holds everything A holds; B is shut
+/// down, then A after it took `alone` more messages by itself.
+async fn group_then_both_stop(
+    dir_a: &std::path::Path,
+    dir_b: &std::path::Path,
+    alone: usize,
+) -> u64 {
+    let a = TestBroker::start_in(dir_a, &[]).await;
+    a.create_topic("Moved", 1).await;
+    let b = TestBroker::start_in(
+        dir_b,
+        &[
+            ("brokerRole", "SLAVE"),
+            ("brokerId", "1"),
+            ("embeddedNamesrv", "false"),
+            ("namesrvAddr", &a.namesrv),
+        ],
+    )
+    .await;
+    for i in 0..10 {
+        let r = a
+            .invoke(send_request("Moved", 0, format!("both {i}").as_bytes(), ""))
+            .await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS);
+    }
+    let shared = a.broker.state().store.max_physical_offset();
+    wait_until("B holds A's messages", || {
+        b.broker.state().store.max_physical_offset() == shared
+    })
+    .await;
+    b.broker.shutdown().await;
+    for i in 0..alone {
+        let r = a
+            .invoke(send_request(
+                "Moved",
+                0,
+                format!("A only {i}").as_bytes(),
+                "",
+            ))
+            .await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS);
+    }
+    a.broker.shutdown().await;
+    shared
+}
+
+/// B started again as the master, with five new messages, and A as its
+/// slave.
+async fn swap_roles(dir_a: &std::path::Path, dir_b: &std::path::Path) -> (TestBroker, TestBroker) {
+    let b = TestBroker::start_in(dir_b, &[]).await;
+    for i in 0..5 {
+        let r = b
+            .invoke(send_request("Moved", 0, format!("B {i}").as_bytes(), ""))
+            .await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{r:?}");
+    }
+    let a = TestBroker::start_in(
+        dir_a,
+        &[
+            ("brokerRole", "SLAVE"),
+            ("brokerId", "1"),
+            ("embeddedNamesrv", "false"),
+            ("namesrvAddr", &b.namesrv),
+        ],
+    )
+    .await;
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_master_returns_as_the_slave_of_the_broker_that_replaced_it() {
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    group_then_both_stop(dir_a.path(), dir_b.path(), 0).await;
+    let (a, b) = swap_roles(dir_a.path(), dir_b.path()).await;
+    let end = b.broker.state().store.max_physical_offset();
+    wait_until("A follows B", || {
+        a.broker.state().store.max_physical_offset() == end
+    })
+    .await;
+    // Both logs agreed up to where B took over: nothing was cut.
+    assert_eq!(
+        a.broker.state().ha.slave().unwrap().status().truncated_to,
+        None
+    );
+    b.until_dispatched("Moved", 0, 15).await;
+    a.until_dispatched("Moved", 0, 15).await;
+    let on_b = bodies(&b, "Moved");
+    assert_eq!(on_b.len(), 15);
+    assert_eq!(on_b[10], b"B 0".to_vec());
+    assert_eq!(bodies(&a, "Moved"), on_b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_master_whose_consumers_saw_what_the_new_one_lacks_refuses_to_follow() {
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let shared = group_then_both_stop(dir_a.path(), dir_b.path(), 3).await;
+    let (a, _b) = swap_roles(dir_a.path(), dir_b.path()).await;
+    let slave = a.broker.state().ha.slave().unwrap();
+    wait_until("A says why it does not follow", || {
+        slave
+            .status()
+            .last_error
+            .is_some_and(|e| e.contains("consumers may have read"))
+    })
+    .await;
+    // Nothing of A's log was cut.
+    assert!(a.broker.state().store.max_physical_offset() > shared);
+    assert_eq!(bodies(&a, "Moved").len(), 13);
+}

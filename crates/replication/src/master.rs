@@ -303,6 +303,12 @@ impl Master {
             let end = self.store.max_physical_offset();
             let confirmed = *confirm.borrow_and_update();
             if next < end {
+                let oldest = self.store.min_physical_offset();
+                if next < oldest {
+                    return Err(ConnectionError::Protocol(format!(
+                        "the slave needs the log from {next}, but retention deleted it up to {oldest}; empty the slave's store to copy from {oldest}"
+                    )));
+                }
                 let (epoch, epoch_start, epoch_end) = self.epoch_of(next);
                 let room = epoch_end.saturating_sub(next);
                 let max = self

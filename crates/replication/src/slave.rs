@@ -123,20 +123,27 @@ impl Slave {
                 Err(e) => e.to_string(),
             };
             tracing::warn!(master = %address, cause = %reason, "replication from the master stopped; connecting again in 1 s");
-            {
-                let mut status = self.lock_status();
-                status.master = None;
-                status.last_error = Some(reason);
-            }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 
-    /// One connection to the master at `address`, until it fails.
+    /// One connection to the master at `address`, until it fails; the
+    /// failure is kept in the status.
     ///
     /// # Errors
     /// Why the connection ended.
     pub async fn follow(&self, address: &str) -> Result<(), SlaveError> {
+        let result = self.follow_once(address).await;
+        let mut status = self.lock_status();
+        status.master = None;
+        status.last_error = Some(match &result {
+            Ok(()) | Err(SlaveError::Closed) => "closed by the master".to_owned(),
+            Err(e) => e.to_string(),
+        });
+        result
+    }
+
+    async fn follow_once(&self, address: &str) -> Result<(), SlaveError> {
         let stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(address))
             .await
             .map_err(|_| SlaveError::Connect {
