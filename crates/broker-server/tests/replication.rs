@@ -279,3 +279,55 @@ async fn an_old_master_whose_consumers_saw_what_the_new_one_lacks_refuses_to_fol
     assert!(a.broker.state().store.max_physical_offset() > shared);
     assert_eq!(bodies(&a, "Moved").len(), 13);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_send_to_a_sync_master_without_slaves_says_where_it_was_stored() {
+    use grpc_protocol::{
+        v2::{Code, Message, Resource, SendMessageRequest, SystemProperties},
+        MessagingServiceClient,
+    };
+    let master = TestBroker::start(&[("brokerRole", "SYNC_MASTER")]).await;
+    master.create_topic("GrpcAlone", 1).await;
+    let port = master
+        .broker
+        .grpc_addr()
+        .expect("gRPC endpoint runs")
+        .port();
+    let mut client = MessagingServiceClient::connect(format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let message = |id: &str| Message {
+        topic: Some(Resource {
+            resource_namespace: String::new(),
+            name: "GrpcAlone".into(),
+        }),
+        system_properties: Some(SystemProperties {
+            message_id: id.into(),
+            queue_id: 0,
+            message_type: 1,
+            body_encoding: 1,
+            ..SystemProperties::default()
+        }),
+        body: id.as_bytes().to_vec(),
+        ..Message::default()
+    };
+    let mut request = tonic::Request::new(SendMessageRequest {
+        messages: vec![message("0102ALONE-ONE"), message("0102ALONE-TWO")],
+    });
+    request
+        .metadata_mut()
+        .insert("x-mq-client-id", "alone-host@1#1".parse().unwrap());
+    let sent = tokio::time::timeout(Duration::from_secs(10), client.send_message(request))
+        .await
+        .unwrap()
+        .unwrap()
+        .into_inner();
+    let codes: Vec<i32> = sent
+        .entries
+        .iter()
+        .map(|e| e.status.as_ref().map_or(0, |s| s.code))
+        .collect();
+    assert_eq!(codes, [Code::HaNotAvailable as i32; 2], "{sent:?}");
+    let offsets: Vec<i64> = sent.entries.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [0, 1]);
+}

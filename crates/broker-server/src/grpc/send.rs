@@ -124,9 +124,14 @@ async fn send_one(
         message_id: message_id.clone(),
         ..SendResultEntry::default()
     };
-    if response.response_code() == ResponseCode::SUCCESS
-        || response.response_code() == ResponseCode::FLUSH_DISK_TIMEOUT
-    {
+    // These answers all mean "stored": the entry says where.
+    if matches!(
+        response.response_code(),
+        ResponseCode::SUCCESS
+            | ResponseCode::FLUSH_DISK_TIMEOUT
+            | ResponseCode::FLUSH_SLAVE_TIMEOUT
+            | ResponseCode::SLAVE_NOT_AVAILABLE
+    ) {
         if let Ok(h) = response.decode_header::<SendMessageResponseHeader>() {
             entry.offset = h.queue_offset;
             if is_transaction(message) {
