@@ -68,7 +68,7 @@ impl Ha {
         let root = &config.store.store_path_root_dir;
         let epochs = Arc::new(Mutex::new(open_epochs(root)?));
         let settings = ha.settings(config.broker.broker_id);
-        let (master_address, mut address) = watch::channel(ha.ha_master_address.clone());
+        let (master_address, address) = watch::channel(ha.ha_master_address.clone());
         let mut tasks = Vec::new();
         let mut this = Self {
             role: ha.broker_role,
@@ -88,28 +88,7 @@ impl Ha {
                 )));
                 let slave = Slave::new(Arc::clone(store), epochs, settings);
                 this.slave = Some(Arc::clone(&slave));
-                tasks.push(tokio::spawn(async move {
-                    loop {
-                        let Some(addr) = address.borrow_and_update().clone() else {
-                            if address.changed().await.is_err() {
-                                return;
-                            }
-                            continue;
-                        };
-                        let followed = tokio::select! {
-                            r = slave.follow(&addr) => Some(r),
-                            _ = address.changed() => None,
-                        };
-                        if let Some(r) = followed {
-                            let cause = match r {
-                                Ok(()) => "closed by the master".to_owned(),
-                                Err(e) => e.to_string(),
-                            };
-                            tracing::warn!(master = %addr, %cause, "replication from the master stopped; connecting again in 1 s");
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                        }
-                    }
-                }));
+                tasks.push(tokio::spawn(slave.run(address)));
             }
             BrokerRole::AsyncMaster | BrokerRole::SyncMaster => {
                 let end = if ha.replicated_store() {
@@ -298,7 +277,7 @@ impl ReplicaWaiter {
     /// Calls `done` once every in-sync replica holds the CommitLog up to
     /// `end`, or `slaveTimeout` passed, or at once when no slave is in sync.
     pub fn on_replicated(&self, end: u64, done: impl FnOnce(Replicated) + Send + 'static) {
-        if self.sync.members().len() < 2 {
+        if !self.sync.has_replicas() {
             return done(Replicated::NoReplica);
         }
         if self.sync.confirm_offset() >= end {

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{pull_request, send_request, TestBroker};
+use common::{grpc_message, pull_request, send_request, TestBroker};
 use remoting_protocol::{
     header::UpdateConsumerOffsetRequestHeader, RemotingCommand, RequestCode, ResponseCode,
 };
@@ -283,7 +283,7 @@ async fn an_old_master_whose_consumers_saw_what_the_new_one_lacks_refuses_to_fol
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grpc_send_to_a_sync_master_without_slaves_says_where_it_was_stored() {
     use grpc_protocol::{
-        v2::{Code, Message, Resource, SendMessageRequest, SystemProperties},
+        v2::{Code, SendMessageRequest},
         MessagingServiceClient,
     };
     let master = TestBroker::start(&[("brokerRole", "SYNC_MASTER")]).await;
@@ -296,23 +296,11 @@ async fn a_grpc_send_to_a_sync_master_without_slaves_says_where_it_was_stored() 
     let mut client = MessagingServiceClient::connect(format!("http://127.0.0.1:{port}"))
         .await
         .unwrap();
-    let message = |id: &str| Message {
-        topic: Some(Resource {
-            resource_namespace: String::new(),
-            name: "GrpcAlone".into(),
-        }),
-        system_properties: Some(SystemProperties {
-            message_id: id.into(),
-            queue_id: 0,
-            message_type: 1,
-            body_encoding: 1,
-            ..SystemProperties::default()
-        }),
-        body: id.as_bytes().to_vec(),
-        ..Message::default()
-    };
     let mut request = tonic::Request::new(SendMessageRequest {
-        messages: vec![message("0102ALONE-ONE"), message("0102ALONE-TWO")],
+        messages: vec![
+            grpc_message("GrpcAlone", "0102ALONE-ONE"),
+            grpc_message("GrpcAlone", "0102ALONE-TWO"),
+        ],
     });
     request
         .metadata_mut()

@@ -13,9 +13,9 @@ use std::{
 };
 
 use broker_server::request::Family;
-use common::{send_request, TestBroker};
+use common::{grpc_message, send_request, TestBroker};
 use grpc_protocol::{
-    v2::{Code, Message, Resource, SendMessageRequest, SystemProperties},
+    v2::{Code, SendMessageRequest},
     MessagingServiceClient,
 };
 use message_model::MessageId;
@@ -172,23 +172,11 @@ async fn grpc_sends_are_answered_after_their_flush() {
     let mut client = MessagingServiceClient::connect(format!("http://127.0.0.1:{port}"))
         .await
         .unwrap();
-    let message = |id: &str| Message {
-        topic: Some(Resource {
-            resource_namespace: String::new(),
-            name: "SyncGrpc".into(),
-        }),
-        system_properties: Some(SystemProperties {
-            message_id: id.into(),
-            queue_id: 0,
-            message_type: 1,
-            body_encoding: 1,
-            ..SystemProperties::default()
-        }),
-        body: id.as_bytes().to_vec(),
-        ..Message::default()
-    };
     let mut request = tonic::Request::new(SendMessageRequest {
-        messages: vec![message("0102SYNC-ONE"), message("0102SYNC-TWO")],
+        messages: vec![
+            grpc_message("SyncGrpc", "0102SYNC-ONE"),
+            grpc_message("SyncGrpc", "0102SYNC-TWO"),
+        ],
     });
     request
         .metadata_mut()

@@ -14,6 +14,7 @@ use store::{Epoch, EpochError, EpochHistory, MessageStore, PutError, ReplicaAppe
 use tokio::{
     io::AsyncWriteExt,
     net::{tcp::OwnedWriteHalf, TcpStream},
+    sync::watch,
 };
 use tokio_stream::StreamExt;
 use tokio_util::codec::{Encoder, FramedRead};
@@ -113,16 +114,27 @@ impl Slave {
         self.lock_status().clone()
     }
 
-    /// Follows the master at `address` until the returned future is
-    /// dropped, connecting again a second after each failure.
-    pub async fn run(self: Arc<Self>, address: String) {
+    /// Follows the master whose HA address `address` holds, until the
+    /// returned future is dropped: connects again a second after each
+    /// failure, and at once to a new address when it changes; waits while
+    /// there is none.
+    pub async fn run(self: Arc<Self>, mut address: watch::Receiver<Option<String>>) {
         loop {
-            let result = self.follow(&address).await;
-            let reason = match &result {
+            let Some(addr) = address.borrow_and_update().clone() else {
+                if address.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            let followed = tokio::select! {
+                r = self.follow(&addr) => r,
+                Ok(()) = address.changed() => continue,
+            };
+            let cause = match followed {
                 Ok(()) | Err(SlaveError::Closed) => "closed by the master".to_owned(),
                 Err(e) => e.to_string(),
             };
-            tracing::warn!(master = %address, cause = %reason, "replication from the master stopped; connecting again in 1 s");
+            tracing::warn!(master = %addr, %cause, "replication from the master stopped; connecting again in 1 s");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }

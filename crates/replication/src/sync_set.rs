@@ -78,6 +78,11 @@ impl SyncSet {
         self.lock().members.contains(&replica)
     }
 
+    /// Whether any replica besides the master is a member.
+    pub fn has_replicas(&self) -> bool {
+        self.lock().members.len() > 1
+    }
+
     /// The members, the master's included.
     pub fn members(&self) -> BTreeSet<i64> {
         self.lock().members.clone()

@@ -148,7 +148,9 @@ fn start_slave(
             ..HaSettings::default()
         },
     );
-    let task = tokio::spawn(Arc::clone(&slave).run(master.to_string()));
+    // The sender goes with the channel: the address never changes.
+    let (_, address) = tokio::sync::watch::channel(Some(master.to_string()));
+    let task = tokio::spawn(Arc::clone(&slave).run(address));
     (slave, task)
 }
 

@@ -161,6 +161,27 @@ pub fn batch_request(
         .with_body(remoting_protocol::body::encode_batch(entries).unwrap())
 }
 
+/// A normal gRPC message for queue 0 of `topic`, whose message id and body
+/// are `id`.
+pub fn grpc_message(topic: &str, id: &str) -> grpc_protocol::v2::Message {
+    use grpc_protocol::v2::{Message, Resource, SystemProperties};
+    Message {
+        topic: Some(Resource {
+            resource_namespace: String::new(),
+            name: topic.into(),
+        }),
+        system_properties: Some(SystemProperties {
+            message_id: id.into(),
+            queue_id: 0,
+            message_type: 1,
+            body_encoding: 1,
+            ..SystemProperties::default()
+        }),
+        body: id.as_bytes().to_vec(),
+        ..Message::default()
+    }
+}
+
 /// A `PULL_MESSAGE` request.
 pub fn pull_request(topic: &str, queue_id: i32, offset: i64, max: i32) -> RemotingCommand {
     RemotingCommand::request_with_header(
