@@ -365,7 +365,14 @@ async fn an_idle_broker_is_ok_everywhere_and_watch_counts_since_the_previous_loo
         // The text report, and the keys the diagnosis reads.
         let cli = Cli::try_parse_from(["sluice-admin", "why-busy", "--broker", &b.addr]).unwrap();
         let text = admin::run(&cli).await.unwrap();
-        assert!(text.contains("OK: no flow-control mechanism"), "{text}");
+        // Only the machine's disk may keep the verdict from OK.
+        let verdict = text.lines().nth(1).unwrap_or_default();
+        assert!(
+            verdict.starts_with("OK: no flow-control mechanism")
+                || verdict == "AT RISK: disk space."
+                || verdict == "REJECTING: disk space.",
+            "{text}"
+        );
         assert!(text.contains("OK     page cache busy (put lock)"), "{text}");
         let client = RemotingClient::new(ClientOptions::default());
         let info = client
