@@ -7,6 +7,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
+use controller::ControllerConfig;
 use remoting_net::{ClientAuth, ServerTls, TlsMode};
 use remoting_protocol::acl::Credentials;
 use serde::{Deserialize, Serialize};
@@ -85,6 +86,40 @@ pub struct NamesrvConfig {
     /// PEM file of the roots that sign client certificates; needed with
     /// `optional` and `require`.
     pub tls_server_trust_cert_path: Option<PathBuf>,
+    /// Run a replication controller in this name server (RocketMQ's
+    /// `enableControllerInNamesrv`; the `namesrv --controller` flag sets
+    /// it). Default false.
+    pub enable_controller_in_namesrv: bool,
+    /// The controllers' group name. Default `sluice-controller`.
+    pub controller_d_leger_group: String,
+    /// Every controller as `name-host:port`, separated by `;`
+    /// (`n0-10.0.0.1:9878;n1-10.0.0.2:9878;n2-10.0.0.3:9878`): the address
+    /// of each one's controller port, which carries the controllers' Raft
+    /// messages and brokers' controller requests. Needed with a controller;
+    /// three (or five) controllers survive losing one (or two).
+    pub controller_d_leger_peers: String,
+    /// This controller's name in `controllerDLegerPeers`. Needed with a
+    /// controller.
+    pub controller_d_leger_self_id: String,
+    /// The directory of the controller's Raft log, vote and snapshot.
+    /// Default: `~/controller` (the `namesrv` binary).
+    pub controller_store_path: Option<PathBuf>,
+    /// When no in-sync replica of a group is alive, elect any live member
+    /// (RocketMQ's `enableElectUncleanMaster`): the group stays writable but
+    /// may lose acknowledged messages. Default false.
+    pub enable_elect_unclean_master: bool,
+    /// Tell a group's brokers at once when the controller elects a master
+    /// (`NOTIFY_BROKER_ROLE_CHANGED`); they also poll. Default true.
+    pub notify_broker_role_changed: bool,
+    /// How often the controller leader looks for dead masters and silent
+    /// brokers, in ms (a broker whose heartbeat connection closes is looked
+    /// at at once). Default 1000 (RocketMQ: 5000); 10..=60,000.
+    pub scan_inactive_master_interval: u64,
+    /// How long a master may acknowledge writes after sending a heartbeat
+    /// the controller leader answered with a lease, in ms; the controller
+    /// elects another master only after the old one's lease must have run
+    /// out (Sluice's own). Default 3000; 500..=60,000.
+    pub master_lease_millis: u64,
 }
 
 impl Default for NamesrvConfig {
@@ -104,6 +139,15 @@ impl Default for NamesrvConfig {
             tls_server_key_path: None,
             tls_server_need_client_auth: "none".into(),
             tls_server_trust_cert_path: None,
+            enable_controller_in_namesrv: false,
+            controller_d_leger_group: "sluice-controller".into(),
+            controller_d_leger_peers: String::new(),
+            controller_d_leger_self_id: String::new(),
+            controller_store_path: None,
+            enable_elect_unclean_master: false,
+            notify_broker_role_changed: true,
+            scan_inactive_master_interval: 1000,
+            master_lease_millis: 3000,
         }
     }
 }
@@ -181,6 +225,46 @@ impl NamesrvConfig {
         Ok(Some(tls))
     }
 
+    /// The controller's settings when `enableControllerInNamesrv` is on,
+    /// its state in `controllerStorePath` (or `default_store` when unset).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the controller key that is missing or wrong.
+    pub fn controller_config(
+        &self,
+        default_store: &std::path::Path,
+    ) -> Result<Option<ControllerConfig>, ConfigError> {
+        if !self.enable_controller_in_namesrv {
+            return Ok(None);
+        }
+        let mut config = ControllerConfig::new(
+            &self.controller_d_leger_group,
+            &self.controller_d_leger_peers,
+            &self.controller_d_leger_self_id,
+            self.controller_store_path
+                .clone()
+                .unwrap_or_else(|| default_store.to_owned()),
+        )
+        .map_err(|e| ConfigError {
+            key: e.key,
+            value: e.value,
+            allowed: e.allowed,
+        })?;
+        range(
+            "scanInactiveMasterInterval",
+            self.scan_inactive_master_interval,
+            10,
+            60_000,
+        )?;
+        range("masterLeaseMillis", self.master_lease_millis, 500, 60_000)?;
+        config.enable_elect_unclean_master = self.enable_elect_unclean_master;
+        config.notify_broker_role_changed = self.notify_broker_role_changed;
+        config.scan_not_active_broker_interval =
+            Duration::from_millis(self.scan_inactive_master_interval);
+        config.master_lease = Duration::from_millis(self.master_lease_millis);
+        Ok(Some(config))
+    }
+
     /// Checks every value (TLS files are read by
     /// [`NamesrvConfig::server_tls`]).
     ///
@@ -188,6 +272,7 @@ impl NamesrvConfig {
     /// [`ConfigError`] naming the first key whose value is not allowed.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.cluster_credentials()?;
+        self.controller_config(std::path::Path::new("."))?;
         if !self.tls_server_mode.trim().eq_ignore_ascii_case("disabled") {
             self.server_tls()?;
         }

@@ -30,4 +30,4 @@ pub use kv_config::{KvConfig, KvConfigError};
 pub use legacy_json::to_legacy_json;
 pub use processor::NameServerProcessor;
 pub use registry::{RegisterResult, RouteRegistry};
-pub use server::{open_kv_config, run};
+pub use server::{open_kv_config, run, run_with_controller};

@@ -7,6 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use controller::{is_controller_code, Controller};
 use remoting_net::{serve, CancellationToken, Connection, Handler, ServerOptions, ServerTls};
 use remoting_protocol::RemotingCommand;
 use tokio::net::TcpListener;
@@ -18,10 +19,27 @@ use crate::{
 
 struct NamesrvHandler {
     processor: NameServerProcessor,
+    controller: Option<Arc<Controller>>,
 }
 
 impl Handler for NamesrvHandler {
     fn on_request(&self, conn: &Arc<Connection>, request: RemotingCommand) {
+        // Controller requests on the name server's port too, as RocketMQ
+        // serves them with the controller embedded.
+        if let Some(controller) = self
+            .controller
+            .as_ref()
+            .filter(|_| is_controller_code(request.request_code()))
+        {
+            let controller = Arc::clone(controller);
+            let conn = Arc::clone(conn);
+            tokio::spawn(async move {
+                if let Some(response) = controller.handle(&request, None).await {
+                    conn.send(response);
+                }
+            });
+            return;
+        }
         if let Some(response) = self
             .processor
             .handle(&request, Instant::now(), Some(conn.id()))
@@ -60,6 +78,19 @@ pub async fn run(
     tls: Option<Arc<ServerTls>>,
     shutdown: CancellationToken,
 ) {
+    run_with_controller(listener, config, kv_config, tls, None, shutdown).await;
+}
+
+/// [`run`], with the controller requests that come to the name server's
+/// port answered by `controller`.
+pub async fn run_with_controller(
+    listener: TcpListener,
+    config: NamesrvConfig,
+    kv_config: Arc<KvConfig>,
+    tls: Option<Arc<ServerTls>>,
+    controller: Option<Arc<Controller>>,
+    shutdown: CancellationToken,
+) {
     // Checked by `validate` before start; serving unguarded instead of
     // with credentials that do not parse would open the name server.
     let guard = match config.cluster_credentials() {
@@ -73,6 +104,7 @@ pub async fn run(
     let handler = Arc::new(NamesrvHandler {
         processor: NameServerProcessor::with_kv_config(Arc::clone(&registry), kv_config)
             .with_guard(guard),
+        controller,
     });
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "name server listening");

@@ -32,6 +32,15 @@ struct Args {
     /// repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
+    /// Run a replication controller too (`enableControllerInNamesrv=true`);
+    /// `controllerDLegerPeers` and `controllerDLegerSelfId` name the
+    /// controllers and this one.
+    #[arg(long)]
+    controller: bool,
+    /// Run only the replication controller: a standalone controller, with
+    /// no name server port.
+    #[arg(long, conflicts_with = "controller")]
+    controller_only: bool,
 }
 
 #[tokio::main]
@@ -39,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
         )
         .init();
     let args = Args::parse();
@@ -51,10 +60,23 @@ async fn main() -> anyhow::Result<()> {
         }),
         ..NamesrvConfig::default()
     };
-    let config = settings(base, args.config.as_deref(), &args.sets)?;
+    let mut config = settings(base, args.config.as_deref(), &args.sets)?;
+    if args.controller || args.controller_only {
+        config.enable_controller_in_namesrv = true;
+    }
     config
         .validate()
         .context("invalid name server configuration")?;
+    let shutdown = CancellationToken::new();
+    let controller = start_controller(&config, &args.bind, shutdown.clone()).await?;
+    if args.controller_only {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        if let Some(controller) = controller {
+            controller.shutdown().await;
+        }
+        return Ok(());
+    }
     let tls = config
         .server_tls()
         .context("invalid name server configuration")?
@@ -68,15 +90,55 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("bind name server to {addr}"))?;
-    let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
         stop.cancel();
     });
-    name_server::run(listener, config, kv_config, tls, shutdown).await;
+    name_server::run_with_controller(
+        listener,
+        config,
+        kv_config,
+        tls,
+        controller.clone(),
+        shutdown,
+    )
+    .await;
+    if let Some(controller) = controller {
+        controller.shutdown().await;
+    }
     Ok(())
+}
+
+/// Starts the controller the settings ask for, its port bound on `bind`
+/// at the port its own `controllerDLegerPeers` entry names.
+async fn start_controller(
+    config: &NamesrvConfig,
+    bind: &str,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Option<Arc<controller::Controller>>> {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    let Some(controller_config) = config
+        .controller_config(&home.join("controller"))
+        .context("invalid controller configuration")?
+    else {
+        return Ok(None);
+    };
+    let me = controller_config.me().clone();
+    let port = me
+        .addr
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .context("controllerDLegerPeers: the address has no port")?;
+    let addr = format!("{bind}:{port}");
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("bind controller {} to {addr}", me.name))?;
+    let controller = controller::Controller::start(controller_config, listener, shutdown)
+        .await
+        .context("controller did not start")?;
+    Ok(Some(controller))
 }
 
 /// `base` with the settings of `file` and then `sets` applied; a key the

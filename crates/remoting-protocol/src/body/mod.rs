@@ -20,6 +20,7 @@ mod admin;
 mod auth;
 mod batch;
 mod config_text;
+mod controller;
 mod heartbeat;
 pub mod lenient;
 mod lock;
@@ -37,6 +38,10 @@ pub use admin::{ProducerInfo, ProducerTableInfo};
 pub use auth::{AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo};
 pub use batch::{decode_batch, encode_batch, BatchEntry};
 pub use config_text::{decode_config_text, encode_config_text};
+pub use controller::{
+    BrokerMemberGroup, BrokerReplicasInfo, ElectMasterResponseBody, EpochEntryBody,
+    EpochEntryCache, ReplicaIdentity, ReplicasInfo, SyncStateSet,
+};
 pub use heartbeat::{
     CheckClientRequestBody, ConsumerData, HeartbeatData, ProducerData, SubscriptionData,
     CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,

@@ -22,6 +22,7 @@ use crate::command::{ExtFields, ExtString};
 
 mod admin;
 mod client;
+mod controller;
 mod namesrv;
 mod offset;
 mod pull;
@@ -41,6 +42,15 @@ pub use admin::{
 pub use client::{
     ConsumerSendMsgBackRequestHeader, DeleteSubscriptionGroupRequestHeader, HeartbeatRequestHeader,
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
+};
+pub use controller::{
+    AlterSyncStateSetRequestHeader, AlterSyncStateSetResponseHeader, ApplyBrokerIdRequestHeader,
+    ApplyBrokerIdResponseHeader, BrokerHeartbeatRequestHeader,
+    CleanControllerBrokerDataRequestHeader, ElectMasterRequestHeader, ElectMasterResponseHeader,
+    GetMetaDataResponseHeader, GetNextBrokerIdRequestHeader, GetNextBrokerIdResponseHeader,
+    GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader,
+    NotifyBrokerRoleChangedRequestHeader, RegisterBrokerToControllerRequestHeader,
+    RegisterBrokerToControllerResponseHeader,
 };
 pub use namesrv::{
     AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader,
