@@ -17,6 +17,7 @@
 pub mod access;
 pub mod clients;
 pub mod config;
+pub mod controlled;
 pub mod executor;
 pub mod grpc;
 pub mod ha;
@@ -330,6 +331,11 @@ impl Broker {
         let store = Arc::new(store);
         let (ha, ha_tasks) =
             ha::Ha::start(&config, &store, bind_to(b.listen_port), store_host).await?;
+        if let Some(port) = ha.ha_port() {
+            // What GET_BROKER_CONFIG reports: slaves in controller mode
+            // learn their new master's HA port from it.
+            config.ha.ha_listen_port = port;
+        }
 
         let config_dir = root.join("config");
         let topics = topics::TopicManager::load(
@@ -406,13 +412,10 @@ impl Broker {
             Arc::clone(&housekeeping_stop),
         )?);
         // A slave writes nothing of its own: its master delivers delayed and
-        // timer messages and checks transactions.
-        if state.ha.role() != config::BrokerRole::Slave {
-            threads.push(spawn_schedule_delivery(Arc::clone(&state))?);
-            threads.push(spawn_transaction_check(Arc::clone(&state))?);
-            if b.timer_wheel_enable {
-                threads.push(spawn_timer_wheel(Arc::clone(&state))?);
-            }
+        // timer messages and checks transactions. In controller mode they
+        // start when the broker first becomes master.
+        if state.ha.role() != config::BrokerRole::Slave && !state.ha.controlled() {
+            start_writer_threads(&state);
         }
 
         let options = ServerOptions {
@@ -450,6 +453,14 @@ impl Broker {
         }));
         let broker_addr = store_host.to_string();
         registration::register_all(&state, &client, &broker_addr).await;
+        if state.ha.controlled() {
+            tasks.push(tokio::spawn(controlled::run(
+                Arc::clone(&state),
+                Arc::clone(&client),
+                broker_addr.clone(),
+                shutdown.clone(),
+            )));
+        }
         if state.ha.role() == config::BrokerRole::Slave {
             tasks.push(tokio::spawn(slave_sync::run(
                 Arc::clone(&state),
@@ -521,6 +532,7 @@ impl Broker {
         for task in self.ha_tasks {
             let _ = task.await;
         }
+        self.state.ha.stop_role().await;
         executor::close_queues(&self.state);
         // Workers finish what they hold; then the store's last flush answers
         // the SYNC_FLUSH sends still waiting for it, while their connections
@@ -530,7 +542,15 @@ impl Broker {
         self.state.schedule.stop();
         self.state.timers.stop();
         self.state.transactions.service.stop();
-        let threads = self.threads;
+        let mut threads = self.threads;
+        threads.extend(
+            self.state
+                .writer_threads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .unwrap_or_default(),
+        );
         let joined = tokio::task::spawn_blocking(move || {
             for t in threads {
                 let _ = t.join();
@@ -664,6 +684,33 @@ fn spawn_schedule_delivery(state: Arc<BrokerState>) -> Result<JoinHandle<()>, Br
             state.schedule.run(&state.store, every);
         })
         .map_err(io_error("start schedule delivery thread"))
+}
+
+/// Starts the threads that write on the master's behalf (delay, timer and
+/// transaction-check delivery), once; a thread that cannot start is logged.
+pub(crate) fn start_writer_threads(state: &Arc<BrokerState>) {
+    let mut started = state
+        .writer_threads
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if started.is_some() {
+        return;
+    }
+    let mut threads = Vec::new();
+    let mut spawned = vec![
+        spawn_schedule_delivery(Arc::clone(state)),
+        spawn_transaction_check(Arc::clone(state)),
+    ];
+    if state.config().broker.timer_wheel_enable {
+        spawned.push(spawn_timer_wheel(Arc::clone(state)));
+    }
+    for thread in spawned {
+        match thread {
+            Ok(t) => threads.push(t),
+            Err(e) => tracing::error!(cause = %e, "cannot start a delivery thread"),
+        }
+    }
+    *started = Some(threads);
 }
 
 /// The `transaction-check` thread: checks of half messages nobody ended

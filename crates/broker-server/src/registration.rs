@@ -88,6 +88,10 @@ async fn register(
     broker_addr: &str,
     announced: &mut Announced,
 ) {
+    if state.ha.controlled() && state.ha.master_epoch() == 0 {
+        // No role yet: a route to this broker would say nothing true.
+        return;
+    }
     let cfg = state.config();
     let body = body::to_json(&RegisterBrokerBody {
         topic_config_serialize_wrapper: announcement(

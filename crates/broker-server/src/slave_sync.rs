@@ -38,7 +38,8 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     loop {
-        if let Some(master) = state.ha.master_remoting_addr() {
+        let slave = state.ha.role() == crate::config::BrokerRole::Slave;
+        if let Some(master) = state.ha.master_remoting_addr().filter(|_| slave) {
             match copy_once(&state, &client, &master).await {
                 Ok(copied) if copied != Copied::default() => {
                     tracing::info!(%master, ?copied, "copied the master's metadata");

@@ -126,6 +126,10 @@ pub struct BrokerState {
     pub pop: PopService,
     /// Set when topics change, so that the registration task runs at once.
     pub topics_changed: tokio::sync::Notify,
+    /// Threads that write on the master's behalf (delay, timer and
+    /// transaction-check delivery), once started; in controller mode they
+    /// start when the broker first becomes master.
+    pub writer_threads: Mutex<Option<Vec<std::thread::JoinHandle<()>>>>,
     /// When the broker started (ms since the epoch).
     pub boot_timestamp: i64,
     /// Per-topic send quotas (`topicQuotas`).
@@ -232,6 +236,7 @@ impl BrokerState {
             counters: Counters::new(),
             metrics: BrokerMetrics::new(),
             topics_changed: tokio::sync::Notify::new(),
+            writer_threads: Mutex::new(None),
             boot_timestamp: message_model::now_ms(),
             last_warn_ms: Default::default(),
         }
@@ -245,6 +250,15 @@ impl BrokerState {
     /// The configuration in force (a shared snapshot; cheap to take).
     pub fn config(&self) -> Arc<BrokerConfig> {
         Arc::clone(&self.config.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Registers with the name servers as broker `id` of the group from now
+    /// on (controller mode: 0 as master, its own id as slave).
+    pub fn set_registered_broker_id(&self, id: i64) {
+        let mut config = self.config.write().unwrap_or_else(PoisonError::into_inner);
+        let mut changed = (**config).clone();
+        changed.broker.broker_id = id;
+        *config = Arc::new(changed);
     }
 
     /// Answers a refused request busy (nothing for a oneway request), counts

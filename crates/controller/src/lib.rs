@@ -29,6 +29,7 @@ pub mod model;
 mod node;
 pub mod raft;
 mod requests;
+pub mod testing;
 
 pub use config::{parse_peers, ControllerConfig, ControllerConfigError, PeerAddr};
 pub use node::{Controller, StartError, WriteError};

@@ -3,14 +3,10 @@
 //! restarts.
 #![allow(clippy::unwrap_used)]
 
-use std::{
-    path::PathBuf,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-use controller::{Controller, ControllerConfig, LEASE_EPOCH, LEASE_MILLIS};
-use remoting_net::{CancellationToken, ClientOptions, RemotingClient};
+use controller::{testing::LocalGroup, LEASE_EPOCH, LEASE_MILLIS};
+use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     body::{from_json, to_json, BrokerReplicasInfo, ElectMasterResponseBody, SyncStateSet},
     header::{
@@ -22,7 +18,6 @@ use remoting_protocol::{
     },
     CommandHeader, RemotingCommand, RequestCode, ResponseCode,
 };
-use tokio::net::TcpListener;
 
 const T: Duration = Duration::from_secs(5);
 
@@ -38,88 +33,28 @@ async fn wait_until<F: std::future::Future<Output = bool>>(
 }
 
 struct Group {
-    dir: tempfile::TempDir,
-    peers: String,
-    addrs: Vec<String>,
-    nodes: Vec<Option<Arc<Controller>>>,
-    lease: Duration,
+    _dir: tempfile::TempDir,
+    inner: LocalGroup,
+}
+
+impl std::ops::Deref for Group {
+    type Target = LocalGroup;
+    fn deref(&self) -> &LocalGroup {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Group {
+    fn deref_mut(&mut self) -> &mut LocalGroup {
+        &mut self.inner
+    }
 }
 
 impl Group {
     async fn start(lease: Duration) -> Self {
-        let mut listeners = Vec::new();
-        for _ in 0..3 {
-            listeners.push(TcpListener::bind("127.0.0.1:0").await.unwrap());
-        }
-        let addrs: Vec<String> = listeners
-            .iter()
-            .map(|l| l.local_addr().unwrap().to_string())
-            .collect();
-        let peers = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("n{i}-{a}"))
-            .collect::<Vec<_>>()
-            .join(";");
-        let mut group = Self {
-            dir: tempfile::tempdir().unwrap(),
-            peers,
-            addrs,
-            nodes: vec![None, None, None],
-            lease,
-        };
-        for (i, listener) in listeners.into_iter().enumerate() {
-            group.nodes[i] = Some(group.start_node(i, listener).await);
-        }
-        group
-    }
-
-    fn config(&self, i: usize) -> ControllerConfig {
-        let mut c = ControllerConfig::new(
-            "test",
-            &self.peers,
-            &format!("n{i}"),
-            PathBuf::from(self.dir.path()).join(format!("n{i}")),
-        )
-        .unwrap();
-        c.master_lease = self.lease;
-        c.scan_not_active_broker_interval = Duration::from_millis(100);
-        c.raft_election_timeout = Duration::from_millis(300);
-        c.raft_heartbeat_interval = Duration::from_millis(50);
-        c
-    }
-
-    async fn start_node(&self, i: usize, listener: TcpListener) -> Arc<Controller> {
-        Controller::start(self.config(i), listener, CancellationToken::new())
-            .await
-            .unwrap()
-    }
-
-    async fn stop(&mut self, i: usize) {
-        if let Some(node) = self.nodes[i].take() {
-            node.shutdown().await;
-        }
-    }
-
-    async fn restart(&mut self, i: usize) {
-        let listener = TcpListener::bind(&self.addrs[i]).await.unwrap();
-        self.nodes[i] = Some(self.start_node(i, listener).await);
-    }
-
-    /// The leader's index once every running controller agrees on it.
-    async fn leader(&self) -> usize {
-        let mut found = None;
-        wait_until("the controllers agree on a leader", || {
-            let running: Vec<&Arc<Controller>> = self.nodes.iter().flatten().collect();
-            let leaders: Vec<Option<u64>> = running.iter().map(|n| n.leader()).collect();
-            let agreed = leaders[0]
-                .filter(|l| leaders.iter().all(|x| *x == Some(*l)))
-                .filter(|l| self.nodes[*l as usize].is_some());
-            found = agreed;
-            std::future::ready(agreed.is_some())
-        })
-        .await;
-        found.unwrap() as usize
+        let dir = tempfile::tempdir().unwrap();
+        let inner = LocalGroup::start(dir.path().to_owned(), 3, lease).await;
+        Self { _dir: dir, inner }
     }
 }
 

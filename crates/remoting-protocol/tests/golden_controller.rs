@@ -60,7 +60,10 @@ fn golden<H: CommandHeader + PartialEq + Debug>(
         .expect("golden frame decodes")
         .expect("golden frame is complete");
     assert_eq!(decoded.code, code);
-    assert_eq!(&decoded.decode_header::<H>().expect("the header decodes"), expected);
+    assert_eq!(
+        &decoded.decode_header::<H>().expect("the header decodes"),
+        expected
+    );
     // The typed header writes the same fields (Java's field order is its
     // HashMap's, so only the set of fields is compared).
     let sorted = |ext: &ExtFields| {

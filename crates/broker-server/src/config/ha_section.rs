@@ -51,6 +51,34 @@ pub struct HaSection {
     /// An empty slave starts from its master's newest CommitLog file
     /// instead of its oldest. Default false.
     pub sync_from_last_file: bool,
+    /// The group's master is elected by the replication controllers
+    /// (`controllerAddr`), not set by `brokerRole` and `brokerId`. Default
+    /// false.
+    pub enable_controller_mode: bool,
+    /// The controllers, `host:port` separated by `;`: their controller
+    /// ports, or the ports of the name servers that host them. Needed with
+    /// `enableControllerMode`.
+    pub controller_addr: String,
+    /// How often a broker in controller mode asks the controller who its
+    /// master is (ms); it also asks at once when told of a change. Default
+    /// 5000; 100..=60000.
+    pub sync_broker_metadata_period: u64,
+    /// How often a master in controller mode reviews its in-sync replica
+    /// set (ms). Default 5000; 100..=60000.
+    pub check_sync_state_set_period: u64,
+    /// How often a broker in controller mode beats to every controller
+    /// (ms). Default 1000; 100..=10000.
+    pub broker_heartbeat_interval: u64,
+    /// How long the controllers count a broker alive without a beat (ms).
+    /// Default 10000; more than `brokerHeartbeatInterval`, at most 600000.
+    pub controller_heart_beat_timeout_mills: u64,
+    /// Lower is preferred when the controller elects among equally
+    /// advanced replicas. Default 2147483647.
+    pub broker_election_priority: i32,
+    /// A slave that has not caught up with the master for this long leaves
+    /// the in-sync set (ms); a slave that disconnects leaves at once.
+    /// Default 15000; 1000..=600000.
+    pub ha_max_time_slave_not_catchup: u64,
 }
 
 impl Default for HaSection {
@@ -65,6 +93,14 @@ impl Default for HaSection {
             slave_timeout: 3000,
             async_learner: false,
             sync_from_last_file: false,
+            enable_controller_mode: false,
+            controller_addr: String::new(),
+            sync_broker_metadata_period: 5000,
+            check_sync_state_set_period: 5000,
+            broker_heartbeat_interval: 1000,
+            controller_heart_beat_timeout_mills: 10_000,
+            broker_election_priority: i32::MAX,
+            ha_max_time_slave_not_catchup: 15_000,
         }
     }
 }
@@ -75,7 +111,12 @@ impl HaSection {
     /// # Errors
     /// [`ConfigError::Invalid`].
     pub fn validate(&self, broker_id: i64) -> Result<(), ConfigError> {
+        if self.enable_controller_mode {
+            self.validate_controller_mode()?;
+        }
         match self.broker_role {
+            // The controller assigns ids and roles.
+            _ if self.enable_controller_mode => {}
             BrokerRole::Slave if broker_id <= 0 => {
                 return Err(invalid(
                     "brokerId",
@@ -136,10 +177,85 @@ impl HaSection {
         Ok(())
     }
 
+    fn validate_controller_mode(&self) -> Result<(), ConfigError> {
+        if self.controller_addrs().is_empty() {
+            return Err(invalid(
+                "controllerAddr",
+                self.controller_addr.clone(),
+                "the controllers' host:port, separated by `;`, needed with enableControllerMode"
+                    .into(),
+            ));
+        }
+        if let Some(bad) = self.controller_addrs().into_iter().find(|a| {
+            a.rsplit_once(':')
+                .is_none_or(|(_, p)| p.parse::<u16>().is_err())
+        }) {
+            return Err(invalid(
+                "controllerAddr",
+                bad,
+                "host:port entries separated by `;`".into(),
+            ));
+        }
+        for (key, value, min, max) in [
+            (
+                "syncBrokerMetadataPeriod",
+                self.sync_broker_metadata_period,
+                100,
+                60_000,
+            ),
+            (
+                "checkSyncStateSetPeriod",
+                self.check_sync_state_set_period,
+                100,
+                60_000,
+            ),
+            (
+                "brokerHeartbeatInterval",
+                self.broker_heartbeat_interval,
+                100,
+                10_000,
+            ),
+            (
+                "haMaxTimeSlaveNotCatchup",
+                self.ha_max_time_slave_not_catchup,
+                1000,
+                600_000,
+            ),
+        ] {
+            if !(min..=max).contains(&value) {
+                return Err(invalid(key, value.to_string(), format!("{min}..={max} ms")));
+            }
+        }
+        if self.controller_heart_beat_timeout_mills <= self.broker_heartbeat_interval
+            || self.controller_heart_beat_timeout_mills > 600_000
+        {
+            return Err(invalid(
+                "controllerHeartBeatTimeoutMills",
+                self.controller_heart_beat_timeout_mills.to_string(),
+                format!(
+                    "more than brokerHeartbeatInterval ({}) and at most 600000 ms",
+                    self.broker_heartbeat_interval
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The controllers' addresses (`controllerAddr`).
+    pub fn controller_addrs(&self) -> Vec<String> {
+        self.controller_addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Whether the CommitLog is replicated with consumers held at the
-    /// confirm offset (a SYNC master and every slave).
+    /// confirm offset (a SYNC master, every slave, and every broker in
+    /// controller mode).
     pub fn replicated_store(&self) -> bool {
-        self.broker_role != BrokerRole::AsyncMaster
+        self.enable_controller_mode || self.broker_role != BrokerRole::AsyncMaster
     }
 
     /// The replication service's settings for broker `broker_id`.
@@ -210,6 +326,30 @@ mod tests {
                     ..HaSection::default()
                 },
                 "haSendHeartbeatInterval",
+            ),
+            (
+                HaSection {
+                    enable_controller_mode: true,
+                    ..HaSection::default()
+                },
+                "controllerAddr",
+            ),
+            (
+                HaSection {
+                    enable_controller_mode: true,
+                    controller_addr: "h:1;nohost".into(),
+                    ..HaSection::default()
+                },
+                "controllerAddr",
+            ),
+            (
+                HaSection {
+                    enable_controller_mode: true,
+                    controller_addr: "h:1".into(),
+                    controller_heart_beat_timeout_mills: 500,
+                    ..HaSection::default()
+                },
+                "controllerHeartBeatTimeoutMills",
             ),
         ] {
             let err = section.validate(0).unwrap_err().to_string();

@@ -278,11 +278,14 @@ impl BrokerConfig {
             .map_err(|e| invalid(e.key, e.value, e.allowed))?;
         self.auth.validate()?;
         self.ha.validate(self.broker.broker_id)?;
-        if self.ha.broker_role == BrokerRole::Slave && self.store.transient_store_pool_enable {
+        if (self.ha.broker_role == BrokerRole::Slave || self.ha.enable_controller_mode)
+            && self.store.transient_store_pool_enable
+        {
             return Err(invalid(
                 "transientStorePoolEnable",
                 "true".into(),
-                "false on a SLAVE (its CommitLog is cut where it stops agreeing with its master's)"
+                "false on a SLAVE or in controller mode (a slave's CommitLog is cut where it \
+                 stops agreeing with its master's)"
                     .into(),
             ));
         }

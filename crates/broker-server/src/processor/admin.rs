@@ -150,6 +150,19 @@ pub(crate) fn get_config(state: &BrokerState, req: &RemotingCommand) -> Remoting
         .with_body(text.into_bytes())
 }
 
+/// `NOTIFY_BROKER_ROLE_CHANGED` (1008): the controllers elected a master;
+/// a broker in controller mode asks them for its role at once.
+pub(crate) fn role_changed(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    if !state.ha.controlled() {
+        return req.response_to(
+            ResponseCode::SYSTEM_ERROR,
+            Some("this request only for controllerMode".into()),
+        );
+    }
+    state.ha.poke();
+    req.response_to(ResponseCode::SUCCESS, None)
+}
+
 /// Applies `key=value` lines to the running broker. Only the keys in
 /// [`RUNTIME_KEYS`] may change; anything else, or a bad value, refuses the
 /// whole update and changes nothing.

@@ -158,6 +158,11 @@ pub static TABLE: &[Route] = {
         now(C::UNLOCK_BATCH_MQ, Family::Admin, orderly::unlock_batch),
         admin(C::UPDATE_AND_CREATE_TOPIC, admin::create_topic),
         admin(C::GET_BROKER_CONFIG, admin::get_config),
+        now(
+            C::NOTIFY_BROKER_ROLE_CHANGED,
+            Family::Admin,
+            admin::role_changed,
+        ),
         admin(C::UPDATE_BROKER_CONFIG, admin::update_config),
         admin(C::GET_BROKER_RUNTIME_INFO, admin::runtime_info),
         admin(C::VIEW_BROKER_STATS_DATA, admin::view_stats),

@@ -1,13 +1,17 @@
-//! The broker's part in its group's replication (`brokerRole`): a master
-//! serves its slaves on the HA port and, as `SYNC_MASTER`, answers a send
-//! once every in-sync slave holds it; a slave follows its master, whose HA
-//! address it takes from `haMasterAddress` or from its registration, and
-//! refuses sends of its own.
+//! The broker's part in its group's replication: a master serves its
+//! slaves on the HA port and, as `SYNC_MASTER`, answers a send once every
+//! in-sync slave holds it; a slave follows its master, whose HA address it
+//! takes from `haMasterAddress` or from its registration, and refuses sends
+//! of its own.
+//!
+//! The role is fixed by `brokerRole`, or, in controller mode, given and
+//! changed at run time by the controllers (see [`switch`]): then a master
+//! also takes writes only while it holds a lease.
 
 use std::{
     net::SocketAddr,
     path::Path,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, PoisonError, RwLock},
     time::Duration,
 };
 
@@ -34,18 +38,43 @@ pub enum Replicated {
     NoReplica,
 }
 
+mod switch;
+
+pub use switch::Lease;
+
+/// The role in force and the replication services that go with it.
+#[derive(Debug, Default)]
+struct Current {
+    role: BrokerRole,
+    master: Option<Arc<Master>>,
+    slave: Option<Arc<Slave>>,
+    /// The master epoch the controller gave (controller mode).
+    master_epoch: i32,
+    /// The tasks of this role (controller mode; static roles hand theirs
+    /// to the broker).
+    tasks: Vec<JoinHandle<()>>,
+}
+
 /// The broker's replication.
 #[derive(Debug)]
 pub struct Ha {
-    role: BrokerRole,
+    /// Roles come from the controllers.
+    controlled: bool,
+    current: RwLock<Current>,
     runtime: tokio::runtime::Handle,
-    master: Option<Arc<Master>>,
-    slave: Option<Arc<Slave>>,
     ha_address: Option<SocketAddr>,
     master_address: watch::Sender<Option<String>>,
     /// A slave's master's remoting address, from its registration.
     master_remoting: Mutex<Option<String>>,
     slave_timeout: Duration,
+    /// What role switches need (controller mode).
+    switch: Option<switch::Switch>,
+    /// Set when the controllers announce a role change.
+    poke: tokio::sync::Notify,
+    /// Set when a heartbeat should go out at once (a new master wants its
+    /// lease).
+    beat: tokio::sync::Notify,
+    epochs: Arc<Mutex<EpochHistory>>,
 }
 
 impl Ha {
@@ -71,15 +100,32 @@ impl Ha {
         let (master_address, address) = watch::channel(ha.ha_master_address.clone());
         let mut tasks = Vec::new();
         let mut this = Self {
-            role: ha.broker_role,
+            controlled: ha.enable_controller_mode,
+            current: RwLock::new(Current {
+                role: ha.broker_role,
+                ..Current::default()
+            }),
             runtime: tokio::runtime::Handle::current(),
-            master: None,
-            slave: None,
             ha_address: None,
             master_address,
             master_remoting: Mutex::new(None),
             slave_timeout: Duration::from_millis(ha.slave_timeout),
+            switch: None,
+            poke: tokio::sync::Notify::new(),
+            beat: tokio::sync::Notify::new(),
+            epochs: Arc::clone(&epochs),
         };
+        if ha.enable_controller_mode {
+            let port = ha_port(ha.ha_listen_port, bind.port());
+            let (switch, local, watchdog) =
+                switch::Switch::start(config, store, epochs, SocketAddr::new(bind.ip(), port))
+                    .await?;
+            this.ha_address = Some(SocketAddr::new(announce.ip(), local.port()));
+            this.switch = Some(switch);
+            this.current_mut().role = BrokerRole::Slave;
+            tasks.push(watchdog);
+            return Ok((this, tasks));
+        }
         match ha.broker_role {
             BrokerRole::Slave => {
                 store.refuse_local_appends(Some(format!(
@@ -87,7 +133,7 @@ impl Ha {
                     config.broker.broker_name, config.broker.broker_id
                 )));
                 let slave = Slave::new(Arc::clone(store), epochs, settings);
-                this.slave = Some(Arc::clone(&slave));
+                this.current_mut().slave = Some(Arc::clone(&slave));
                 tasks.push(tokio::spawn(slave.run(address)));
             }
             BrokerRole::AsyncMaster | BrokerRole::SyncMaster => {
@@ -127,11 +173,7 @@ impl Ha {
                     tracing::info!(epoch, start_offset, "writing in a new master epoch");
                 }
                 // `bind` carries the configured listenPort (0: a free one).
-                let port = match (ha.ha_listen_port, bind.port()) {
-                    (0, 0) => 0,
-                    (0, listen) => listen.checked_add(1).unwrap_or(0),
-                    (ha_port, _) => ha_port,
-                };
+                let port = ha_port(ha.ha_listen_port, bind.port());
                 let at = SocketAddr::new(bind.ip(), port);
                 let listener = TcpListener::bind(at)
                     .await
@@ -157,15 +199,62 @@ impl Ha {
                 master.attach();
                 tracing::info!(ha = %local, role = ?ha.broker_role, "serving replicas");
                 tasks.push(tokio::spawn(Arc::clone(&master).serve(listener)));
-                this.master = Some(master);
+                this.current_mut().master = Some(master);
             }
         }
         Ok((this, tasks))
     }
 
-    /// The broker's role.
+    fn current(&self) -> std::sync::RwLockReadGuard<'_, Current> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn current_mut(&self) -> std::sync::RwLockWriteGuard<'_, Current> {
+        self.current.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The broker's role now: in controller mode `SLAVE` until the
+    /// controllers make it master, then `SYNC_MASTER`.
     pub fn role(&self) -> BrokerRole {
-        self.role
+        self.current().role
+    }
+
+    /// Whether the controllers give this broker its role.
+    pub fn controlled(&self) -> bool {
+        self.controlled
+    }
+
+    /// The controllers announced a role change: look again at once.
+    pub fn poke(&self) {
+        self.poke.notify_one();
+    }
+
+    /// Resolves at the next [`Ha::poke`].
+    pub async fn poked(&self) {
+        self.poke.notified().await;
+    }
+
+    /// Asks for a heartbeat at once.
+    pub fn beat_now(&self) {
+        self.beat.notify_one();
+    }
+
+    /// Resolves at the next [`Ha::beat_now`].
+    pub async fn beat_requested(&self) {
+        self.beat.notified().await;
+    }
+
+    /// The last master epoch in the epoch file (-1 when empty).
+    pub fn last_epoch(&self) -> i32 {
+        self.epochs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_epoch()
+    }
+
+    /// The HA port, when one is bound or kept for becoming master.
+    pub fn ha_port(&self) -> Option<u16> {
+        self.ha_address.map(|a| a.port())
     }
 
     /// The HA address a master registers (`haServerAddr`), empty otherwise.
@@ -177,7 +266,8 @@ impl Ha {
     /// one (unless `haMasterAddress` set one) and the remoting one, where it
     /// copies the master's metadata from.
     pub fn master_hint(&self, config: &BrokerConfig, ha_server_addr: &str, master_addr: &str) {
-        if self.slave.is_none() {
+        // In controller mode the controller names the master.
+        if self.controlled || self.current().slave.is_none() {
             return;
         }
         if !master_addr.is_empty() {
@@ -219,7 +309,7 @@ impl Ha {
     /// master.
     pub fn publish_gauges(&self, end: u64) {
         metrics::gauge!("sluice_commitlog_max_offset").set(end as f64);
-        if let Some(master) = &self.master {
+        if let Some(master) = self.master() {
             let sync = master.sync_set();
             metrics::gauge!("sluice_replication_confirm_offset").set(sync.confirm_offset() as f64);
             for r in master.replicas() {
@@ -235,32 +325,43 @@ impl Ha {
                 );
             }
         }
-        if let Some(slave) = &self.slave {
+        if let Some(slave) = self.slave() {
             metrics::gauge!("sluice_replication_confirm_offset")
                 .set(slave.status().master_confirm as f64);
         }
     }
 
     /// The master's replication, on a master.
-    pub fn master(&self) -> Option<&Arc<Master>> {
-        self.master.as_ref()
+    pub fn master(&self) -> Option<Arc<Master>> {
+        self.current().master.clone()
     }
 
     /// The slave's replication, on a slave.
-    pub fn slave(&self) -> Option<&Arc<Slave>> {
-        self.slave.as_ref()
+    pub fn slave(&self) -> Option<Arc<Slave>> {
+        self.current().slave.clone()
     }
 
     /// What a `SYNC_MASTER` send waits with, `None` for other roles.
     pub fn waiter(&self) -> Option<ReplicaWaiter> {
-        if self.role != BrokerRole::SyncMaster {
+        let current = self.current();
+        if current.role != BrokerRole::SyncMaster {
             return None;
         }
         Some(ReplicaWaiter {
-            sync: Arc::clone(self.master.as_ref()?.sync_set()),
+            sync: Arc::clone(current.master.as_ref()?.sync_set()),
             runtime: self.runtime.clone(),
             timeout: self.slave_timeout,
         })
+    }
+}
+
+/// The HA port: `haListenPort`, else `listenPort` + 1, else (both 0) a
+/// free one.
+fn ha_port(ha_listen_port: u16, listen_port: u16) -> u16 {
+    match (ha_listen_port, listen_port) {
+        (0, 0) => 0,
+        (0, listen) => listen.checked_add(1).unwrap_or(0),
+        (ha_port, _) => ha_port,
     }
 }
 

@@ -1,0 +1,179 @@
+//! Brokers in controller mode, in-process with three controllers: the first
+//! broker of a group is elected master, the second follows it and joins the
+//! in-sync set, and when the master dies the slave is elected and takes
+//! writes with every acknowledged message in its log.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{send_request, TestBroker};
+use controller::testing::LocalGroup;
+use remoting_protocol::ResponseCode;
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "not within 30 s: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn settings<'a>(controllers: &'a str, namesrv: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut s = vec![
+        ("enableControllerMode", "true"),
+        ("controllerAddr", controllers),
+        ("brokerHeartbeatInterval", "200"),
+        ("controllerHeartBeatTimeoutMills", "3000"),
+        ("syncBrokerMetadataPeriod", "500"),
+        ("checkSyncStateSetPeriod", "500"),
+    ];
+    if let Some(namesrv) = namesrv {
+        s.push(("embeddedNamesrv", "false"));
+        s.push(("namesrvAddr", namesrv));
+    }
+    s
+}
+
+fn in_sync(b: &TestBroker) -> usize {
+    b.broker
+        .state()
+        .ha
+        .master()
+        .map_or(0, |m| m.sync_set().members().len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slave_takes_over_a_dead_master_with_every_acknowledged_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut controllers =
+        LocalGroup::start(dir.path().join("controllers"), 3, Duration::from_secs(1)).await;
+    let addr = controllers.controller_addr();
+
+    // The first broker of the group becomes its master.
+    let a = TestBroker::start(&settings(&addr, None)).await;
+    wait_until("the first broker becomes master", || {
+        a.broker.state().ha.master().is_some()
+    })
+    .await;
+    let b = TestBroker::start(&settings(&addr, Some(&a.namesrv))).await;
+    wait_until("the second broker joins the in-sync set", || {
+        in_sync(&a) == 2
+    })
+    .await;
+    a.create_topic("Failover", 1).await;
+
+    // The slave refuses sends; the master answers once the slave holds
+    // each message.
+    let refused = b.invoke(send_request("Failover", 0, b"to b", "")).await;
+    assert_eq!(
+        refused.response_code(),
+        ResponseCode::SERVICE_NOT_AVAILABLE,
+        "{refused:?}"
+    );
+    let mut acknowledged = 0;
+    for i in 0..50 {
+        let r = a
+            .invoke(send_request("Failover", 0, format!("m{i}").as_bytes(), ""))
+            .await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{r:?}");
+        acknowledged += 1;
+    }
+    let acked_end = a.broker.state().store.max_physical_offset();
+    assert!(b.broker.state().store.max_physical_offset() >= acked_end);
+
+    // The master dies; the slave is elected once its lease is over, and
+    // takes writes.
+    let (a_broker, a_client, _, _a_dir) = a.into_parts();
+    a_client.close_all().await;
+    a_broker.shutdown().await;
+    wait_until("the slave becomes master", || {
+        b.broker.state().ha.master().is_some()
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let taken = loop {
+        let r = b.invoke(send_request("Failover", 0, b"after", "")).await;
+        // Stored on a master alone in its in-sync set: answered as such.
+        if r.response_code() != ResponseCode::SERVICE_NOT_AVAILABLE {
+            break r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new master never took a send: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        [ResponseCode::SUCCESS, ResponseCode::SLAVE_NOT_AVAILABLE].contains(&taken.response_code()),
+        "{taken:?}"
+    );
+    // Every acknowledged message is readable on the new master.
+    b.until_dispatched("Failover", 0, acknowledged + 1).await;
+    let leader = controllers.leader().await;
+    let group = controllers.nodes[leader]
+        .as_ref()
+        .unwrap()
+        .record()
+        .read(|r| r.groups.values().next().cloned().unwrap());
+    assert_eq!(group.master, Some(2));
+    assert_eq!(group.master_epoch, 2);
+    b.broker.shutdown().await;
+    controllers.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_cut_off_from_the_controllers_stops_taking_writes_when_its_lease_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut controllers =
+        LocalGroup::start(dir.path().join("controllers"), 3, Duration::from_secs(1)).await;
+    let addr = controllers.controller_addr();
+    let store = tempfile::tempdir().unwrap();
+    let a = TestBroker::start_in(store.path(), &settings(&addr, None)).await;
+    wait_until("the broker becomes master", || {
+        a.broker.state().ha.master().is_some()
+    })
+    .await;
+    a.create_topic("Leased", 1).await;
+    // Writable once the leader's answer brought a lease (alone in its
+    // in-sync set, a send is answered SLAVE_NOT_AVAILABLE: stored).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = a.invoke(send_request("Leased", 0, b"m", "")).await;
+        if r.response_code() == ResponseCode::SLAVE_NOT_AVAILABLE {
+            break;
+        }
+        assert_eq!(
+            r.response_code(),
+            ResponseCode::SERVICE_NOT_AVAILABLE,
+            "{r:?}"
+        );
+        assert!(Instant::now() < deadline, "never writable: {r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let id = std::fs::read_to_string(store.path().join("brokerIdentity")).unwrap();
+    assert!(id.contains("\"brokerId\": 1"), "{id}");
+
+    // No controller answers: the lease runs out and sends are refused,
+    // naming why.
+    controllers.stop_all().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let r = a.invoke(send_request("Leased", 0, b"late", "")).await;
+        if r.response_code() == ResponseCode::SERVICE_NOT_AVAILABLE {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "still writable: {r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        refused
+            .remark
+            .as_deref()
+            .unwrap_or("")
+            .contains("without a lease"),
+        "{refused:?}"
+    );
+    a.broker.shutdown().await;
+}
