@@ -1,8 +1,11 @@
-//! `cargo xtask chaos [--quick]`: the chaos suite (`tests/tests/chaos/`)
-//! against real broker processes, each case pushing one limit and printing
-//! one line with its figure and PASS or FAIL; the lines are repeated as a
-//! table at the end. `--quick` is the short form CI runs (about two
-//! minutes); the full form writes more and runs longer (about 16 minutes).
+//! `cargo xtask chaos [--quick] [--replication]`: the chaos suite
+//! (`tests/tests/chaos/`) against real broker processes, each case pushing
+//! one limit and printing one line with its figure and PASS or FAIL; the
+//! lines are repeated as a table at the end. `--quick` is the short form CI
+//! runs (about two minutes); the full form writes more and runs longer
+//! (about 16 minutes). `--replication` runs only the replicated-group cases
+//! (controllers in name servers, brokers in controller mode, faults cycle
+//! after cycle).
 //!
 //! Cases that need root (a small tmpfs as the broker's disk) say SKIP
 //! without it.
@@ -25,10 +28,12 @@ use crate::{
 /// Runs the suite.
 pub fn main(root: &std::path::Path, args: &[String]) -> Result<()> {
     let mut quick = false;
+    let mut replication = false;
     for arg in args {
         match arg.as_str() {
             "--quick" => quick = true,
-            other => bail!("chaos: unknown option {other:?} (only --quick)"),
+            "--replication" => replication = true,
+            other => bail!("chaos: unknown option {other:?} (--quick, --replication)"),
         }
     }
     let started = Instant::now();
@@ -44,21 +49,30 @@ pub fn main(root: &std::path::Path, args: &[String]) -> Result<()> {
         "sluice-bench",
         "-p",
         "bench",
+        "--bin",
+        "namesrv",
+        "-p",
+        "name-server",
     ]);
     run(build)?;
     let broker_bin = target_dir(root).join("debug").join("broker");
     let bench_bin = target_dir(root).join("debug").join("sluice-bench");
+    let namesrv_bin = target_dir(root).join("debug").join("namesrv");
     let dir = fresh_dir("sluice-chaos")?;
     let log_path = dir.join("chaos.log");
     let log =
         fs::File::create(&log_path).with_context(|| format!("create {}", log_path.display()))?;
     eprintln!("chaos: working directory {}", dir.display());
     let mut test = cargo(root);
-    test.args(["test", "-p", "e2e-tests", "--test", "chaos"])
-        .args(["--", "--test-threads=1", "--nocapture"])
+    test.args(["test", "-p", "e2e-tests", "--test", "chaos", "--"]);
+    if replication {
+        test.arg("replication_");
+    }
+    test.args(["--test-threads=1", "--nocapture"])
         .env("SLUICE_CHAOS_DIR", &dir)
         .env("SLUICE_CHAOS_BROKER_BIN", &broker_bin)
         .env("SLUICE_CHAOS_BENCH_BIN", &bench_bin)
+        .env("SLUICE_CHAOS_NAMESRV_BIN", &namesrv_bin)
         .stdout(Stdio::from(log));
     if quick {
         test.env("SLUICE_CHAOS_QUICK", "1");

@@ -9,7 +9,7 @@
 //! - `e2e [--quick] [--include-ignored] [FILTER]`: the end-to-end suite
 //!   against real name server and broker processes (see `e2e.rs`); with a
 //!   filter, only the scenarios whose names contain it.
-//! - `chaos [--quick]`: the chaos suite against real broker processes (see
+//! - `chaos [--quick] [--replication]`: the chaos suite against real broker processes (see
 //!   `chaos.rs`).
 //! - `bench overload|closed|protocols|transactions|peers [--quick]`: the
 //!   overload experiment, the closed-loop throughput table, the
@@ -76,7 +76,8 @@ commands:
                of features the broker lacks yet; a further word: only the
                scenarios whose names contain it)
   chaos        cases that push the broker past its limits, one line each with
-               its figure and PASS/FAIL (--quick: the short form CI runs)
+               its figure and PASS/FAIL (--quick: the short form CI runs;
+               --replication: only the replicated-group cases)
   bench        overload: capacity, then 2x capacity with early admission on/off
                (table, overload.json, overload.png); closed: msgs/s and latency
                at 1/16/64 in flight, ASYNC_FLUSH and SYNC_FLUSH; protocols:

@@ -113,6 +113,85 @@ pub enum Command {
     /// list.
     #[command(subcommand)]
     Acl(AclCommand),
+    /// The replication controllers: who leads, each broker group's master
+    /// and in-sync replicas, electing a named master, forgetting brokers.
+    #[command(subcommand)]
+    Controller(ControllerCommand),
+}
+
+/// `controller` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ControllerCommand {
+    /// The controllers' group, leader and peers
+    /// (`CONTROLLER_GET_METADATA_INFO`).
+    Meta(ControllerAddrArgs),
+    /// Broker groups' masters, epochs and replicas, in sync or not, alive
+    /// or not (`CONTROLLER_GET_SYNC_STATE_DATA`).
+    SyncState(SyncStateArgs),
+    /// Make a named broker its group's master (`CONTROLLER_ELECT_MASTER`,
+    /// designated): only a live in-sync replica, and only once the old
+    /// master's lease is over.
+    Elect(ElectArgs),
+    /// Forget brokers of a group, or the whole group (`CLEAN_BROKER_DATA`);
+    /// live brokers only with `--clean-living`.
+    Clean(CleanArgs),
+}
+
+/// The controllers to ask.
+#[derive(Debug, Clone, Args)]
+pub struct ControllerAddrArgs {
+    /// Controller address(es), `host:port`, several separated by `;` or
+    /// `,`: the controller ports, or the name servers that host them.
+    #[arg(long)]
+    pub controller: String,
+}
+
+/// Flags of `controller sync-state`.
+#[derive(Debug, Clone, Args)]
+pub struct SyncStateArgs {
+    /// The controllers to ask.
+    #[command(flatten)]
+    pub target: ControllerAddrArgs,
+    /// Broker names (repeatable).
+    #[arg(long, required = true)]
+    pub broker_name: Vec<String>,
+}
+
+/// Flags of `controller elect`.
+#[derive(Debug, Clone, Args)]
+pub struct ElectArgs {
+    /// The controllers to ask.
+    #[command(flatten)]
+    pub target: ControllerAddrArgs,
+    /// The group's cluster name.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// The group's broker name.
+    #[arg(long)]
+    pub broker_name: String,
+    /// The broker to elect: its id in the group.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+    pub broker_id: i64,
+}
+
+/// Flags of `controller clean`.
+#[derive(Debug, Clone, Args)]
+pub struct CleanArgs {
+    /// The controllers to ask.
+    #[command(flatten)]
+    pub target: ControllerAddrArgs,
+    /// The group's cluster name.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// The group's broker name.
+    #[arg(long)]
+    pub broker_name: String,
+    /// The ids to forget, `1;2`; without it, the whole group.
+    #[arg(long)]
+    pub broker_ids: Option<String>,
+    /// Forget brokers that are still alive too.
+    #[arg(long)]
+    pub clean_living: bool,
 }
 
 /// `message` subcommands.

@@ -14,6 +14,8 @@ pub enum Peer {
     Broker,
     /// A name server.
     NameServer,
+    /// A replication controller.
+    Controller,
 }
 
 impl fmt::Display for Peer {
@@ -21,6 +23,7 @@ impl fmt::Display for Peer {
         f.write_str(match self {
             Peer::Broker => "broker",
             Peer::NameServer => "name server",
+            Peer::Controller => "controller",
         })
     }
 }
@@ -77,6 +80,12 @@ pub enum AdminError {
         request: RequestCode,
         /// What was wrong.
         reason: String,
+    },
+    /// The controllers know no leader.
+    #[error("controller {controller} knows no leader now (are a majority of the controllers up?)")]
+    NoLeader {
+        /// The controller asked.
+        controller: String,
     },
     /// The name servers know no broker to ask.
     #[error("the name server(s) {namesrv} know no master broker")]

@@ -34,8 +34,8 @@ pub use call::Admin;
 pub use error::{AdminError, Peer};
 
 use args::{
-    AclCommand, BrokerCommand, Command, ConfigCommand, GroupCommand, MessageCommand, TopicCommand,
-    UserCommand, WhyBusyArgs,
+    AclCommand, BrokerCommand, Command, ConfigCommand, ControllerCommand, GroupCommand,
+    MessageCommand, TopicCommand, UserCommand, WhyBusyArgs,
 };
 use remoting_protocol::RequestCode;
 use render::render;
@@ -94,6 +94,46 @@ async fn watch(
         }
     }
     Ok(())
+}
+
+async fn controller(
+    admin: &Admin,
+    command: &ControllerCommand,
+    json: bool,
+) -> Result<String, AdminError> {
+    Ok(match command {
+        ControllerCommand::Meta(m) => render(
+            &commands::controller_meta(admin, &m.controller).await?,
+            json,
+        ),
+        ControllerCommand::SyncState(s) => render(
+            &commands::sync_state(admin, &s.target.controller, &s.broker_name).await?,
+            json,
+        ),
+        ControllerCommand::Elect(e) => render(
+            &commands::elect_master(
+                admin,
+                &e.target.controller,
+                e.cluster.as_deref(),
+                &e.broker_name,
+                e.broker_id,
+            )
+            .await?,
+            json,
+        ),
+        ControllerCommand::Clean(c) => render(
+            &commands::clean_broker_metadata(
+                admin,
+                &c.target.controller,
+                c.cluster.as_deref(),
+                &c.broker_name,
+                c.broker_ids.as_deref(),
+                c.clean_living,
+            )
+            .await?,
+            json,
+        ),
+    })
 }
 
 async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
@@ -195,6 +235,7 @@ async fn dispatch(admin: &Admin, cli: &Cli) -> Result<String, AdminError> {
         ),
         Command::User(u) => user(admin, u, json).await?,
         Command::Acl(a) => acl(admin, a, json).await?,
+        Command::Controller(c) => controller(admin, c, json).await?,
         // Run by `run_each`, which may look more than once.
         Command::WhyBusy(_) => String::new(),
     })

@@ -163,12 +163,17 @@ pub async fn run(
     let review_every = Duration::from_millis(cfg.ha.check_sync_state_set_period.min(500));
     let mut registered = false;
     let mut known: Option<Replicas> = None;
-    let mut caught_up: BTreeMap<i64, Instant> = BTreeMap::new();
+    let mut review = Review::default();
     let mut next_sync = Instant::now();
     loop {
         if Instant::now() >= next_sync {
             match sync_role(&state, &mut controllers, &broker_addr, id, &mut registered).await {
-                Ok(replicas) => known = Some(replicas),
+                Ok(replicas) => {
+                    if known.as_ref().map(|k| k.master_epoch) != Some(replicas.master_epoch) {
+                        review = Review::default();
+                    }
+                    known = Some(replicas);
+                }
                 Err(e) => {
                     tracing::warn!(cause = %e, "cannot learn the group's master from the controllers");
                     registered = false;
@@ -177,9 +182,7 @@ pub async fn run(
             next_sync = Instant::now() + period;
         }
         if let Some(k) = known.as_mut().filter(|k| k.master == Some(id)) {
-            if let Err(e) =
-                review_in_sync_set(&state, &mut controllers, id, k, &mut caught_up).await
-            {
+            if let Err(e) = review_in_sync_set(&state, &mut controllers, id, k, &mut review).await {
                 tracing::warn!(cause = %e, "cannot change the in-sync replica set");
                 next_sync = Instant::now();
             }
@@ -435,14 +438,38 @@ async fn master_ha_address(client: &RemotingClient, master_addr: &str) -> Result
     Ok(format!("{host}:{port}"))
 }
 
+/// How far behind the master's end a slave may be when the master starts
+/// waiting for it (one default transfer batch): closer than this it
+/// catches up at once even under load.
+const JOIN_LAG: u64 = 64 * 1024;
+
+/// A master's view of its slaves between reviews.
+#[derive(Debug, Default)]
+struct Review {
+    /// When each slave last held the master's whole log.
+    caught_up: BTreeMap<i64, Instant>,
+    /// Slaves the master waits for already but the controllers do not
+    /// count yet, with the end of the master's log when it began to wait:
+    /// once a slave holds that, it holds everything acknowledged.
+    joining: BTreeMap<i64, u64>,
+}
+
 /// As master: brings the controllers' in-sync set in line with the
 /// replicas that hold what the master acknowledged.
+///
+/// A slave joins in two steps: when it is within [`JOIN_LAG`] of the end,
+/// the master starts waiting for it (from then on nothing is acknowledged
+/// without it); once it holds the end of that moment, it holds everything
+/// acknowledged before, and the controllers are asked to count it. A
+/// member leaves when it disconnects or stays behind for
+/// `haMaxTimeSlaveNotCatchup`, and the master stops waiting for it only
+/// once the controllers agreed.
 async fn review_in_sync_set(
     state: &BrokerState,
     controllers: &mut Controllers,
     id: i64,
     known: &mut Replicas,
-    caught_up: &mut BTreeMap<i64, Instant>,
+    review: &mut Review,
 ) -> Result<(), String> {
     let Some(master) = state.ha.master() else {
         return Ok(());
@@ -450,35 +477,53 @@ async fn review_in_sync_set(
     let cfg = state.config();
     let sync = master.sync_set();
     let end = state.store.max_physical_offset();
-    let confirm = sync.confirm_offset();
     let now = Instant::now();
     let grace = Duration::from_millis(cfg.ha.ha_max_time_slave_not_catchup);
+    let replicas: Vec<_> = master
+        .replicas()
+        .into_iter()
+        .filter(|r| !r.async_learner)
+        .collect();
+    review
+        .joining
+        .retain(|slave, _| replicas.iter().any(|r| r.broker_id == *slave));
     let mut desired = BTreeSet::from([id]);
-    for r in master.replicas() {
-        if r.async_learner {
+    for r in &replicas {
+        if r.acked >= end {
+            review.caught_up.insert(r.broker_id, now);
+        }
+        if known.sync_state_set.contains(&r.broker_id) {
+            let recent = review
+                .caught_up
+                .get(&r.broker_id)
+                .is_some_and(|t| now.duration_since(*t) <= grace);
+            if recent {
+                desired.insert(r.broker_id);
+            }
             continue;
         }
-        if r.acked >= end {
-            caught_up.insert(r.broker_id, now);
-        }
-        let recent = caught_up
-            .get(&r.broker_id)
-            .is_some_and(|t| now.duration_since(*t) <= grace);
-        let member = known.sync_state_set.contains(&r.broker_id);
-        if (member && recent) || (!member && r.acked >= confirm) {
+        let mark = match review.joining.get(&r.broker_id) {
+            Some(mark) => *mark,
+            None if r.acked.saturating_add(JOIN_LAG) >= end => {
+                review.joining.insert(r.broker_id, end);
+                end
+            }
+            None => continue,
+        };
+        if r.acked >= mark {
             desired.insert(r.broker_id);
         }
     }
+    // The master waits for the members and for the slaves joining.
+    let waiting: BTreeSet<i64> = known
+        .sync_state_set
+        .iter()
+        .chain(review.joining.keys())
+        .copied()
+        .collect();
+    sync.set_members(waiting.iter().copied());
     if desired == known.sync_state_set {
         return Ok(());
-    }
-    // Growing, the master waits for the newcomers at once (waiting for more
-    // is always safe); shrinking, only once the controllers agreed, or a
-    // replica they count in sync could be elected without what the master
-    // acknowledged.
-    let growing = desired.is_superset(&known.sync_state_set);
-    if growing {
-        sync.set_members(desired.iter().copied());
     }
     let answer = controllers
         .call(
@@ -498,16 +543,21 @@ async fn review_in_sync_set(
         )
         .await?;
     if answer.response_code() != ResponseCode::SUCCESS {
-        if growing {
-            sync.set_members(known.sync_state_set.iter().copied());
-        }
         return Err(refused("alter the in-sync set", &answer));
     }
     let epoch = answer
         .decode_header::<AlterSyncStateSetResponseHeader>()
         .map_err(|e| e.to_string())?
         .new_sync_state_set_epoch;
-    sync.set_members(desired.iter().copied());
+    for joined in &desired {
+        review.joining.remove(joined);
+    }
+    let waiting: BTreeSet<i64> = desired
+        .iter()
+        .chain(review.joining.keys())
+        .copied()
+        .collect();
+    sync.set_members(waiting.iter().copied());
     tracing::info!(in_sync = ?desired, epoch, "in-sync replica set changed");
     known.sync_state_set = desired;
     known.sync_state_set_epoch = epoch;

@@ -93,12 +93,19 @@ async fn register(
         return;
     }
     let cfg = state.config();
+    let mut wrapper = announcement(
+        state.topics.wrapper(),
+        cfg.broker.broker_permission,
+        announced,
+    );
+    if state.ha.controlled() {
+        // The master epoch, as RocketMQ's controller mode does: a name
+        // server keeps the master of the newest epoch when an old master
+        // of the group has not expired yet.
+        wrapper.data_version.state_version = i64::from(state.ha.master_epoch());
+    }
     let body = body::to_json(&RegisterBrokerBody {
-        topic_config_serialize_wrapper: announcement(
-            state.topics.wrapper(),
-            cfg.broker.broker_permission,
-            announced,
-        ),
+        topic_config_serialize_wrapper: wrapper,
         filter_server_list: Vec::new(),
     });
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32;

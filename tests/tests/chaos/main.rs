@@ -39,6 +39,7 @@ mod hostile;
 mod kill;
 mod overload;
 mod power_loss;
+mod replication;
 mod retention;
 mod senders;
 mod slow_reader;

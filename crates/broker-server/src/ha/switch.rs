@@ -207,10 +207,9 @@ impl Ha {
         let _serial = switch.serial.lock().await;
         {
             let current = self.current();
+            // Already master of this epoch: whom it waits for is the in-sync
+            // review's to say from here on.
             if current.role == BrokerRole::SyncMaster && current.master_epoch == epoch {
-                if let Some(master) = &current.master {
-                    master.sync_set().set_members(members.iter().copied());
-                }
                 return Ok(());
             }
         }
