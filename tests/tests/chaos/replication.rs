@@ -3,8 +3,9 @@
 //! sends throughout and records every send acknowledged `SEND_OK`; each
 //! cycle kills the master with SIGKILL, times how long until a send is
 //! acknowledged again (by the new master), and starts the old master again
-//! (it comes back as a slave). At the end every acknowledged message must
-//! be readable on the last master; duplicates (retried sends) are counted.
+//! (it comes back as a slave) and waits until the controllers count all
+//! three in sync again. At the end every acknowledged message must be
+//! readable on the last master; duplicates (retried sends) are counted.
 
 use std::collections::HashMap;
 
@@ -65,6 +66,23 @@ impl Controllers {
     /// The group's master (remoting address) and epoch, as the controller
     /// leader says; `None` while it has none or no leader answers.
     async fn master(&self, client: &RemotingClient, group: &str) -> Option<(String, i32)> {
+        self.replica_info(client, group)
+            .await
+            .and_then(|(master, _)| master)
+    }
+
+    /// How many brokers the controllers count in sync in `group`.
+    async fn in_sync(&self, client: &RemotingClient, group: &str) -> usize {
+        self.replica_info(client, group)
+            .await
+            .map_or(0, |(_, in_sync)| in_sync)
+    }
+
+    async fn replica_info(
+        &self,
+        client: &RemotingClient,
+        group: &str,
+    ) -> Option<(Option<(String, i32)>, usize)> {
         for addr in &self.controllers {
             let request = RemotingCommand::request_with_header(
                 RequestCode::CONTROLLER_GET_REPLICA_INFO,
@@ -81,7 +99,12 @@ impl Controllers {
             let h = answer
                 .decode_header::<GetReplicaInfoResponseHeader>()
                 .ok()?;
-            return h.master_address.zip(h.master_epoch);
+            let set: remoting_protocol::body::SyncStateSet =
+                remoting_protocol::body::from_json(&answer.body).ok()?;
+            return Some((
+                h.master_address.zip(h.master_epoch),
+                set.sync_state_set.len(),
+            ));
         }
         None
     }
@@ -195,6 +218,17 @@ async fn replication_kill_9_of_the_master_loses_no_acknowledged_message() {
     ));
     let mut recovered = Vec::new();
     for cycle in 0..cycles {
+        // The group whole again (the last victim back in sync): a master
+        // killed while alone in its in-sync set is, by design, replaced
+        // only when it comes back.
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while controllers.in_sync(&client, group).await < 3 {
+            assert!(
+                Instant::now() < deadline,
+                "cycle {cycle}: the group never got back in sync"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         // Some load on the current master first.
         let before = acked.lock().unwrap().len();
         let deadline = Instant::now() + Duration::from_secs(60);
