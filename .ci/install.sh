@@ -26,5 +26,8 @@ done
 # Apache's RocketMQ C++ client for the e2e suite, in target/cpp-client/venv.
 bash "$(dirname "$0")/../scripts/install-cpp-client.sh"
 
+# The Kubernetes manifests' schema checker, in target/k8s-validate/venv.
+bash "$(dirname "$0")/../scripts/install-k8s-validate.sh"
+
 cargo --version
 rustc --version

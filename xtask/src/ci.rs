@@ -16,6 +16,7 @@ pub fn all(root: &Path) -> Result<()> {
     fmt.args(["fmt", "--all", "--", "--check"]);
     run(fmt)?;
     lint::run(root)?;
+    manifests(root)?;
     let mut clippy = cargo(root);
     clippy.args([
         "clippy",
@@ -43,6 +44,41 @@ pub fn all(root: &Path) -> Result<()> {
     crate::bench::main(root, &["peers".to_owned(), "--quick".to_owned()])?;
     crate::chaos::main(root, &["--quick".to_owned()])?;
     test(root)
+}
+
+/// The Kubernetes version the manifests are checked against.
+const KUBERNETES_VERSION: &str = "1.31.0";
+
+/// Checks the Kubernetes manifests under `deploy/k8s` against the API's
+/// schemas, strictly (unknown fields refused), with kubernetes-validate
+/// (installed by `scripts/install-k8s-validate.sh`). The kustomization
+/// itself is no API object; the configurations it turns into ConfigMaps
+/// are loaded by the broker's and the name server's tests.
+pub fn manifests(root: &Path) -> Result<()> {
+    let validator = root.join("target/k8s-validate/venv/bin/kubernetes-validate");
+    if !validator.exists() {
+        bail!(
+            "{} is missing: run scripts/install-k8s-validate.sh",
+            validator.display()
+        );
+    }
+    let dir = root.join("deploy/k8s");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .with_context(|| format!("read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "yaml")
+                && p.file_name().is_some_and(|n| n != "kustomization.yaml")
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no manifests in {}", dir.display());
+    }
+    let mut cmd = std::process::Command::new(validator);
+    cmd.args(["--strict", "--quiet", "-k", KUBERNETES_VERSION])
+        .args(&files);
+    run(cmd)
 }
 
 /// Builds the fuzz targets (outside the workspace) into the shared target dir.

@@ -39,6 +39,7 @@ fn main() -> Result<()> {
         Some("ci") => ci::all(&root),
         Some("lint") => lint::run(&root),
         Some("fuzz-check") => ci::fuzz_check(&root),
+        Some("manifests") => ci::manifests(&root),
         Some("bench") => bench::main(&root, &args[1..]),
         Some("chaos") => chaos::main(&root, &args[1..]),
         Some("e2e") => {
@@ -75,6 +76,8 @@ commands:
                (--quick: fewer messages; --include-ignored: also the scenarios
                of features the broker lacks yet; a further word: only the
                scenarios whose names contain it)
+  manifests    check deploy/k8s against Kubernetes' API schemas
+               (scripts/install-k8s-validate.sh installs the checker)
   chaos        cases that push the broker past its limits, one line each with
                its figure and PASS/FAIL (--quick: the short form CI runs;
                --replication: only the replicated-group cases)

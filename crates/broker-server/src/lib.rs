@@ -186,6 +186,7 @@ impl Broker {
         let bind_to = |port: u16| SocketAddr::new(bind, port);
 
         let shutdown = CancellationToken::new();
+        let ready: metrics::ReadyCheck = Arc::default();
         if b.metrics_listen_port != 0 {
             let addr = match b.metrics_bind_address.as_deref().map(str::parse) {
                 // Validated with the configuration.
@@ -196,7 +197,12 @@ impl Broker {
                 Ok(listener) => {
                     let limits =
                         ConnectionLimits::new(b.max_connections, b.max_connections_per_address);
-                    metrics::install_exporter(listener, limits, shutdown.clone());
+                    metrics::install_exporter(
+                        listener,
+                        limits,
+                        shutdown.clone(),
+                        Arc::clone(&ready),
+                    );
                 }
                 Err(e) => tracing::error!(%addr, cause = %e,
                     "cannot start the metrics endpoint (metricsListenPort); the broker runs without it"),
@@ -453,6 +459,11 @@ impl Broker {
         }));
         let broker_addr = store_host.to_string();
         registration::register_all(&state, &client, &broker_addr).await;
+        let weak = Arc::downgrade(&state);
+        let _ = ready.set(Box::new(move || match weak.upgrade() {
+            Some(state) => state.readiness(),
+            None => Err("shutting down".to_owned()),
+        }));
         if state.ha.controlled() {
             tasks.push(tokio::spawn(controlled::run(
                 Arc::clone(&state),

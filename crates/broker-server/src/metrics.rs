@@ -7,7 +7,7 @@
 //! every second by the housekeeping thread.
 
 use std::{
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, OnceLock, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -29,14 +29,21 @@ const BUCKETS: &[f64] = &[
     0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
+/// Whether the broker is ready for traffic: `Ok`, or why not. Set once the
+/// broker's state exists; unset, the broker is not ready.
+pub type ReadyCheck = Arc<OnceLock<Box<dyn Fn() -> Result<(), String> + Send + Sync>>>;
+
 /// Makes the Prometheus recorder the process's metrics recorder and serves
-/// it on `listener` (any `GET` path; one request per connection), within
-/// `limits`, until `shutdown`. Returns false (and logs why) when another
-/// recorder is installed already.
+/// it on `listener`, within `limits`, until `shutdown`: `GET /live` answers
+/// 200 while the process serves HTTP (never tied to flow control), `GET
+/// /ready` 200 when `ready` says so and 503 with the reason otherwise, any
+/// other `GET` path the metrics; one request per connection. Returns false
+/// (and logs why) when another recorder is installed already.
 pub fn install_exporter(
     listener: TcpListener,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
+    ready: ReadyCheck,
 ) -> bool {
     let addr = listener.local_addr().ok();
     let builder = match PrometheusBuilder::new().set_buckets(BUCKETS) {
@@ -68,8 +75,9 @@ pub fn install_exporter(
     tokio::spawn(async move {
         while let Some((stream, _peer, permit)) = limits.accept(&listener, &shutdown).await {
             let handle = handle.clone();
+            let ready = Arc::clone(&ready);
             tokio::spawn(async move {
-                if let Err(e) = answer(stream, &handle).await {
+                if let Err(e) = answer(stream, &handle, &ready).await {
                     tracing::debug!(cause = %e, "metrics request failed");
                 }
                 drop(permit);
@@ -86,7 +94,11 @@ const METRICS_IO_LIMIT: Duration = Duration::from_secs(10);
 const METRICS_HEAD_LIMIT: usize = 8192;
 
 /// Reads one HTTP request head and answers it, then closes.
-async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    handle: &PrometheusHandle,
+    ready: &ReadyCheck,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     let complete = tokio::time::timeout(METRICS_IO_LIMIT, async {
@@ -107,7 +119,21 @@ async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Re
     .await
     .unwrap_or(Ok(false))?;
     let get = head.starts_with(b"GET ");
+    let path = head
+        .split(|b| *b == b' ')
+        .nth(1)
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_default();
     let (status, body) = match (complete, get) {
+        (true, true) if path == "/live" => ("200 OK", "alive\n".to_owned()),
+        (true, true) if path == "/ready" => match ready.get().map(|check| check()) {
+            Some(Ok(())) => ("200 OK", "ready\n".to_owned()),
+            Some(Err(why)) => ("503 Service Unavailable", format!("not ready: {why}\n")),
+            None => (
+                "503 Service Unavailable",
+                "not ready: starting (recovering the store)\n".to_owned(),
+            ),
+        },
         (true, true) => ("200 OK", handle.render()),
         (true, false) => ("405 Method Not Allowed", "only GET\n".to_owned()),
         (false, _) => ("400 Bad Request", "bad request\n".to_owned()),

@@ -125,6 +125,9 @@ async fn register(
         match client.invoke(&addr, request, REGISTER_TIMEOUT).await {
             Ok(r) if r.response_code() == ResponseCode::SUCCESS => {
                 tracing::debug!(namesrv = %addr, topics = state.topics.len(), "registered with name server");
+                state
+                    .registered
+                    .store(true, std::sync::atomic::Ordering::Release);
                 // A slave hears where its master's HA port is.
                 if let Ok(answer) = r.decode_header::<RegisterBrokerResponseHeader>() {
                     state.ha.master_hint(

@@ -320,6 +320,30 @@ impl ScheduleService {
             .unwrap_or(0)
     }
 
+    /// Takes a master's progress (`GET_ALL_DELAY_OFFSET`'s body, the
+    /// layout of [`ScheduleService::to_json`]): each level's offset moves up
+    /// to the master's, never back. Returns how many levels moved.
+    ///
+    /// # Errors
+    /// The body is not that document.
+    pub fn copy_from(&self, body: &[u8]) -> Result<usize, String> {
+        let file: OffsetFile = remoting_protocol::body::from_json(body)
+            .map_err(|e| format!("delay offsets do not parse: {e}"))?;
+        let mut offsets = self.offsets.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut moved = 0;
+        for (level, offset) in file.offset_table {
+            let mine = offsets.entry(level).or_insert(0);
+            if offset > *mine {
+                *mine = offset;
+                moved += 1;
+            }
+        }
+        if moved > 0 {
+            self.dirty.store(true, Ordering::Release);
+        }
+        Ok(moved)
+    }
+
     /// The progress in RocketMQ's file layout, with its unquoted integer keys:
     /// `{"dataVersion":{...},"offsetTable":{1:5,3:0}}`.
     pub fn to_json(&self) -> String {
@@ -333,6 +357,24 @@ impl ScheduleService {
             message_model::now_ms(),
             table.join(",")
         )
+    }
+}
+
+#[cfg(test)]
+mod copy_tests {
+    use super::*;
+
+    #[test]
+    fn a_masters_delay_progress_only_moves_levels_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ScheduleService::load(dir.path(), vec![1000, 5000, 10_000]).unwrap();
+        assert_eq!(s.copy_from(br#"{"offsetTable":{1:5,2:7}}"#).unwrap(), 2);
+        assert_eq!(s.copy_from(br#"{"offsetTable":{1:3,2:9}}"#).unwrap(), 1);
+        assert_eq!(s.offsets(), BTreeMap::from([(1, 5), (2, 9)]));
+        assert!(s.copy_from(b"not json").is_err());
+        s.persist().unwrap();
+        let again = ScheduleService::load(dir.path(), vec![1000, 5000, 10_000]).unwrap();
+        assert_eq!(again.offsets(), BTreeMap::from([(1, 5), (2, 9)]));
     }
 }
 

@@ -1,9 +1,11 @@
 //! A slave copies its master's metadata every 3 s, as RocketMQ's slaves
 //! do: topics (`GET_ALL_TOPIC_CONFIG`), subscription groups
-//! (`GET_ALL_SUBSCRIPTIONGROUP_CONFIG`) and consumer offsets
-//! (`GET_ALL_CONSUMER_OFFSET`), so that it serves consumers with its
-//! master's settings and positions. What the master has, the slave takes;
-//! what only the slave has, it keeps.
+//! (`GET_ALL_SUBSCRIPTIONGROUP_CONFIG`), consumer offsets
+//! (`GET_ALL_CONSUMER_OFFSET`) and the delay levels' delivery progress
+//! (`GET_ALL_DELAY_OFFSET`), so that it serves consumers with its master's
+//! settings and positions, and, elected master, does not deliver again what
+//! its master delivered. What the master has, the slave takes; what only the
+//! slave has, it keeps.
 
 use std::{sync::Arc, time::Duration};
 
@@ -29,6 +31,8 @@ pub struct Copied {
     pub groups: usize,
     /// Queue offsets that moved.
     pub offsets: usize,
+    /// Delay levels whose delivery progress moved.
+    pub delay_levels: usize,
 }
 
 /// Copies the master's metadata every [`PERIOD`] until `shutdown`.
@@ -99,6 +103,16 @@ pub async fn copy_once(
     // A master without any offset answers SYSTEM_ERROR, as RocketMQ does.
     if answer.response_code() == ResponseCode::SUCCESS {
         copied.offsets = state.offsets.copy_from(&answer.body)?;
+    }
+    // The delay levels' progress, so that a slave elected master does not
+    // deliver again what its master delivered.
+    let request = RemotingCommand::request(RequestCode::GET_ALL_DELAY_OFFSET);
+    let answer = client
+        .invoke(master, request, TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    if answer.response_code() == ResponseCode::SUCCESS {
+        copied.delay_levels = state.schedule.copy_from(&answer.body)?;
     }
     Ok(copied)
 }

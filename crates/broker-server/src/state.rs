@@ -126,6 +126,8 @@ pub struct BrokerState {
     pub pop: PopService,
     /// Set when topics change, so that the registration task runs at once.
     pub topics_changed: tokio::sync::Notify,
+    /// Whether some name server accepted a registration (readiness).
+    pub registered: AtomicBool,
     /// Threads that write on the master's behalf (delay, timer and
     /// transaction-check delivery), once started; in controller mode they
     /// start when the broker first becomes master.
@@ -236,6 +238,7 @@ impl BrokerState {
             counters: Counters::new(),
             metrics: BrokerMetrics::new(),
             topics_changed: tokio::sync::Notify::new(),
+            registered: AtomicBool::new(false),
             writer_threads: Mutex::new(None),
             boot_timestamp: message_model::now_ms(),
             last_warn_ms: Default::default(),
@@ -250,6 +253,22 @@ impl BrokerState {
     /// The configuration in force (a shared snapshot; cheap to take).
     pub fn config(&self) -> Arc<BrokerConfig> {
         Arc::clone(&self.config.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Whether the broker is ready for traffic (the metrics port's
+    /// `/ready`): its store recovered (this state exists only after), a
+    /// role assigned (controller mode), and registered with a name server.
+    ///
+    /// # Errors
+    /// Why it is not ready.
+    pub fn readiness(&self) -> Result<(), String> {
+        if self.ha.controlled() && self.ha.master_epoch() == 0 {
+            return Err("no role yet: waiting for the controllers".to_owned());
+        }
+        if !self.registered.load(Ordering::Acquire) {
+            return Err("not registered with any name server yet".to_owned());
+        }
+        Ok(())
     }
 
     /// Registers with the name servers as broker `id` of the group from now

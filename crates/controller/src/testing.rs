@@ -36,6 +36,16 @@ impl LocalGroup {
         for _ in 0..n {
             listeners.push(TcpListener::bind("127.0.0.1:0").await.expect("bind"));
         }
+        Self::start_on(root, listeners, lease).await
+    }
+
+    /// Starts one controller on each of `listeners` (bound beforehand, so
+    /// that brokers can be told the addresses first).
+    ///
+    /// # Panics
+    /// When a controller does not start.
+    pub async fn start_on(root: PathBuf, listeners: Vec<TcpListener>, lease: Duration) -> Self {
+        let n = listeners.len();
         let addrs: Vec<String> = listeners
             .iter()
             .map(|l| l.local_addr().expect("local address").to_string())

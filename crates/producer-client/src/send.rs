@@ -335,9 +335,16 @@ impl Inner {
             match next_after(&e) {
                 Next::GiveUp => return give_up(e),
                 Next::Retry => {
+                    // The broker refused, went away or stopped answering
+                    // (a master that died or froze): the next attempt, and
+                    // the next send, read the route again at once, so they
+                    // find a newly elected master without waiting for the
+                    // periodic refresh.
                     if matches!(
                         e,
-                        ProducerError::Broker { .. } | ProducerError::Connection { .. }
+                        ProducerError::Broker { .. }
+                            | ProducerError::Connection { .. }
+                            | ProducerError::Timeout { .. }
                     ) {
                         self.routes.mark_stale(&prep.topic);
                     }

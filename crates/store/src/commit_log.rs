@@ -172,6 +172,10 @@ pub struct CommitLog {
     /// bytes), if they are.
     replica_only: Mutex<Option<String>>,
     replica_only_flag: AtomicBool,
+    /// Local appends are refused after this many nanoseconds past
+    /// `deadline_base` (0: no deadline): a master's lease.
+    local_deadline: AtomicU64,
+    deadline_base: std::time::Instant,
     hold_time: metrics::Histogram,
 }
 
@@ -209,6 +213,8 @@ impl CommitLog {
             poisoned_flag: AtomicBool::new(false),
             replica_only: Mutex::new(None),
             replica_only_flag: AtomicBool::new(false),
+            local_deadline: AtomicU64::new(0),
+            deadline_base: std::time::Instant::now(),
             hold_time: metrics::histogram!("sluice_store_put_lock_hold_seconds"),
         }
     }
@@ -475,9 +481,32 @@ impl CommitLog {
         self.replica_only_flag.store(refuse, Ordering::Release);
     }
 
+    /// Refuses local appends from `until` on (a master's lease), checked
+    /// at each append; `None` lifts the deadline.
+    pub fn set_local_append_deadline(&self, until: Option<std::time::Instant>) {
+        let nanos = until.map_or(0, |u| {
+            u64::try_from(u.saturating_duration_since(self.deadline_base).as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1)
+        });
+        self.local_deadline.store(nanos, Ordering::Release);
+    }
+
     fn check_local_appends(&self) -> Result<(), PutError> {
         if !self.replica_only_flag.load(Ordering::Acquire) {
-            return Ok(());
+            let deadline = self.local_deadline.load(Ordering::Acquire);
+            if deadline == 0 {
+                return Ok(());
+            }
+            let now = u64::try_from(self.deadline_base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            if now < deadline {
+                return Ok(());
+            }
+            return Err(PutError::ServiceNotAvailable {
+                reason: "this master's lease ran out: it cannot reach the controller leader, \
+                         which may elect another master"
+                    .to_owned(),
+            });
         }
         let reason = self
             .replica_only

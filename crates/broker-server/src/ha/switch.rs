@@ -150,6 +150,10 @@ async fn watch_lease(
         let epoch = *master_of.lock().unwrap_or_else(PoisonError::into_inner);
         let until = epoch.and_then(|e| lease.until(e)).filter(|u| *u > now);
         let take = until.is_some();
+        // The lease's end is checked at each append, so a broker that was
+        // frozen past it (SIGSTOP, a long pause) refuses the moment it
+        // runs again, before this loop wakes.
+        store.set_local_append_deadline(until);
         // Applied every time: a switch refuses appends itself while it
         // runs, and this puts back what the role and lease allow.
         store.refuse_local_appends(match (take, epoch) {

@@ -128,6 +128,12 @@ impl MessageStore {
         self.inner.commit_log.refuse_local_appends(reason);
     }
 
+    /// Refuses local appends from `until` on, checked at each append (a
+    /// master's lease); `None` lifts the deadline.
+    pub fn set_local_append_deadline(&self, until: Option<std::time::Instant>) {
+        self.inner.commit_log.set_local_append_deadline(until);
+    }
+
     /// The replication confirm offset (what consumers may see), `None`
     /// when the store is not replicated.
     pub fn confirm_offset(&self) -> Option<u64> {
