@@ -57,6 +57,20 @@ pub enum Command {
     /// Measure how fast a consumer drains a backlog filled beforehand:
     /// Sluice's push consumer or a NATS JetStream pull consumer.
     Drain(DrainArgs),
+    /// Measure how long the replication controllers take to commit one
+    /// change, one at a time.
+    ControllerCommit(ControllerCommitArgs),
+}
+
+/// Flags of `controller-commit`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerCommitArgs {
+    /// The controllers (`host:port`, `;`-separated); the leader is found.
+    #[arg(long)]
+    pub controller: String,
+    /// How many changes to commit.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub count: u64,
 }
 
 /// Flags of `nats-publish`.

@@ -50,6 +50,7 @@ pub mod args;
 pub mod chart;
 pub mod config;
 pub mod consume;
+pub mod controller_commit;
 pub mod drain;
 pub mod drain_args;
 pub mod drain_nats;

@@ -32,6 +32,12 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some(Command::OverloadReport(o)) => overload_report(&o),
+        Some(Command::ControllerCommit(c)) => {
+            let report =
+                runtime()?.block_on(bench::controller_commit::run(&c.controller, c.count))?;
+            print!("{report}");
+            Ok(())
+        }
         Some(Command::Drain(d)) => {
             let config = d.to_config()?;
             for report in runtime()?.block_on(bench::drain::drain(&config))? {

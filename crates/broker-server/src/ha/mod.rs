@@ -174,17 +174,7 @@ impl Ha {
                 }
                 // `bind` carries the configured listenPort (0: a free one).
                 let port = ha_port(ha.ha_listen_port, bind.port());
-                let at = SocketAddr::new(bind.ip(), port);
-                let listener = TcpListener::bind(at)
-                    .await
-                    .map_err(|source| BrokerError::Bind {
-                        addr: at.to_string(),
-                        key: "haListenPort",
-                        source,
-                    })?;
-                let local = listener
-                    .local_addr()
-                    .map_err(|e| io_error("read the HA address", e.to_string()))?;
+                let (listener, local) = bind_ha(SocketAddr::new(bind.ip(), port)).await?;
                 this.ha_address = Some(SocketAddr::new(announce.ip(), local.port()));
                 let sync = Arc::new(SyncSet::new(config.broker.broker_id, end));
                 let master = Master::new(
@@ -353,6 +343,21 @@ impl Ha {
             timeout: self.slave_timeout,
         })
     }
+}
+
+/// Binds the HA port at `at`; the listener and the address it got.
+async fn bind_ha(at: SocketAddr) -> Result<(TcpListener, SocketAddr), BrokerError> {
+    let listener = TcpListener::bind(at)
+        .await
+        .map_err(|source| BrokerError::Bind {
+            addr: at.to_string(),
+            key: "haListenPort",
+            source,
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| io_error("read the HA address", e.to_string()))?;
+    Ok((listener, local))
 }
 
 /// The HA port: `haListenPort`, else `listenPort` + 1, else (both 0) a

@@ -17,9 +17,9 @@ use std::{
 
 use replication::{master::Master, slave::Slave, sync_set::SyncSet, HaSettings};
 use store::{Epoch, EpochHistory, MessageStore};
-use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
+use tokio::{sync::Notify, task::JoinHandle};
 
-use super::{io_error, Current, Ha};
+use super::{bind_ha, io_error, Current, Ha};
 use crate::{
     config::{BrokerConfig, BrokerRole},
     BrokerError,
@@ -91,16 +91,8 @@ impl Switch {
             "broker {} waits for the controllers to name its group's master",
             config.broker.broker_name
         )));
-        let probe = TcpListener::bind(at)
-            .await
-            .map_err(|source| BrokerError::Bind {
-                addr: at.to_string(),
-                key: "haListenPort",
-                source,
-            })?;
-        let local = probe
-            .local_addr()
-            .map_err(|e| io_error("read the HA address", e.to_string()))?;
+        // Bound once to fix the port's number, then let go until master.
+        let (probe, local) = bind_ha(at).await?;
         drop(probe);
         let appender: Arc<RwLock<Option<Arc<Master>>>> = Arc::default();
         let forward = Arc::clone(&appender);
@@ -258,14 +250,7 @@ impl Ha {
                 ..switch.settings.clone()
             },
         );
-        let listener =
-            TcpListener::bind(switch.ha_bind)
-                .await
-                .map_err(|source| BrokerError::Bind {
-                    addr: switch.ha_bind.to_string(),
-                    key: "haListenPort",
-                    source,
-                })?;
+        let (listener, _) = bind_ha(switch.ha_bind).await?;
         *switch
             .appender
             .write()
