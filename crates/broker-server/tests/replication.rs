@@ -319,3 +319,34 @@ async fn a_grpc_send_to_a_sync_master_without_slaves_says_where_it_was_stored() 
     let offsets: Vec<i64> = sent.entries.iter().map(|e| e.offset).collect();
     assert_eq!(offsets, [0, 1]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_on_classic_frames_replicates_and_answers_once_the_slave_holds_it() {
+    let master =
+        TestBroker::start(&[("brokerRole", "SYNC_MASTER"), ("haFraming", "classic")]).await;
+    master.create_topic("Classic", 1).await;
+    let slave = TestBroker::start(&[
+        ("brokerRole", "SLAVE"),
+        ("brokerId", "1"),
+        ("embeddedNamesrv", "false"),
+        ("namesrvAddr", &master.namesrv),
+        ("haFraming", "classic"),
+    ])
+    .await;
+    wait_until("the classic slave joins the in-sync set", || {
+        in_sync(&master) == 2
+    })
+    .await;
+    for i in 0..10 {
+        let r = master
+            .invoke(send_request("Classic", 0, format!("c{i}").as_bytes(), ""))
+            .await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{r:?}");
+    }
+    assert!(
+        slave.broker.state().store.max_physical_offset()
+            >= master.broker.state().store.max_physical_offset()
+    );
+    // The slave shows its consumers what it received.
+    slave.until_dispatched("Classic", 0, 10).await;
+}

@@ -45,6 +45,9 @@ pub struct HaSettings {
     /// joins once it acknowledged the confirm offset and leaves when it
     /// disconnects.
     pub manage_in_sync_set: bool,
+    /// Speak RocketMQ's classic framing (no handshake, no epochs, no
+    /// confirm offset) instead of the controller-mode one.
+    pub classic: bool,
 }
 
 impl Default for HaSettings {
@@ -57,6 +60,7 @@ impl Default for HaSettings {
             async_learner: false,
             sync_from_last_file: false,
             manage_in_sync_set: false,
+            classic: false,
         }
     }
 }

@@ -26,6 +26,8 @@ use tokio_util::codec::{Encoder, FramedRead};
 
 use crate::{sync_set::SyncSet, HaSettings};
 
+mod classic;
+
 /// What the master knows of one connected slave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaStatus {
@@ -148,7 +150,12 @@ impl Master {
                     Ok((stream, peer)) => {
                         let master = Arc::clone(&self);
                         connections.spawn(async move {
-                            match master.serve_slave(stream, peer).await {
+                            let served = if master.settings.classic {
+                                master.serve_classic_slave(stream, peer).await
+                            } else {
+                                master.serve_slave(stream, peer).await
+                            };
+                            match served {
                                 Ok(()) | Err(ConnectionError::Closed) => {
                                     tracing::info!(%peer, "replica connection closed");
                                 }

@@ -21,6 +21,8 @@ use tokio_util::codec::{Encoder, FramedRead};
 
 use crate::{master::to_wire, HaSettings};
 
+mod classic;
+
 /// Why a slave's connection to its master ended.
 #[derive(Debug, thiserror::Error)]
 pub enum SlaveError {
@@ -145,7 +147,11 @@ impl Slave {
     /// # Errors
     /// Why the connection ended.
     pub async fn follow(&self, address: &str) -> Result<(), SlaveError> {
-        let result = self.follow_once(address).await;
+        let result = if self.settings.classic {
+            self.follow_classic_once(address).await
+        } else {
+            self.follow_once(address).await
+        };
         let mut status = self.lock_status();
         status.master = None;
         status.last_error = Some(match &result {
@@ -221,15 +227,12 @@ impl Slave {
             let MasterFrame::Transfer(t) = frame else {
                 return Err(SlaveError::Protocol("a second handshake".into()));
             };
-            let end = self.store.max_physical_offset();
             if !t.body.is_empty() {
                 let offset = u64::try_from(t.offset)
                     .map_err(|_| SlaveError::Protocol(format!("negative offset {}", t.offset)))?;
-                if offset != end {
-                    return Err(SlaveError::Protocol(format!(
-                        "the master sent bytes at {offset}; this log ends at {end}"
-                    )));
-                }
+                // Contiguous with this log's end, or, in an empty log, at
+                // a file's start (a slave copying from the master's newest
+                // file): the store checks.
                 self.enter_epoch(t.epoch, t.epoch_start_offset)?;
                 self.store.append_replicated(offset, &t.body)?;
             }

@@ -51,6 +51,14 @@ pub struct HaSection {
     /// An empty slave starts from its master's newest CommitLog file
     /// instead of its oldest. Default false.
     pub sync_from_last_file: bool,
+    /// The replication framing of a group without a controller:
+    /// `autoSwitch` (RocketMQ's controller-mode frames: handshake, epochs,
+    /// confirm offset; a returning old master cuts what it alone wrote) or
+    /// `classic` (RocketMQ's `DefaultHAService` frames, which RocketMQ's
+    /// classic brokers speak: no epochs, so nothing is cut, and a slave
+    /// shows its consumers all it received). Master and slaves must agree.
+    /// Default `autoSwitch`.
+    pub ha_framing: String,
     /// The group's master is elected by the replication controllers
     /// (`controllerAddr`), not set by `brokerRole` and `brokerId`. Default
     /// false.
@@ -93,6 +101,7 @@ impl Default for HaSection {
             slave_timeout: 3000,
             async_learner: false,
             sync_from_last_file: false,
+            ha_framing: "autoSwitch".into(),
             enable_controller_mode: false,
             controller_addr: String::new(),
             sync_broker_metadata_period: 5000,
@@ -111,6 +120,24 @@ impl HaSection {
     /// # Errors
     /// [`ConfigError::Invalid`].
     pub fn validate(&self, broker_id: i64) -> Result<(), ConfigError> {
+        match self.ha_framing.as_str() {
+            "autoSwitch" => {}
+            "classic" if !self.enable_controller_mode => {}
+            "classic" => {
+                return Err(invalid(
+                    "haFraming",
+                    self.ha_framing.clone(),
+                    "autoSwitch in controller mode (elections need the epochs)".into(),
+                ))
+            }
+            other => {
+                return Err(invalid(
+                    "haFraming",
+                    other.to_owned(),
+                    "autoSwitch or classic".into(),
+                ))
+            }
+        }
         if self.enable_controller_mode {
             self.validate_controller_mode()?;
         }
@@ -268,6 +295,7 @@ impl HaSection {
             async_learner: self.async_learner,
             sync_from_last_file: self.sync_from_last_file,
             manage_in_sync_set: false,
+            classic: self.ha_framing == "classic",
         }
     }
 }
@@ -333,6 +361,22 @@ mod tests {
                     ..HaSection::default()
                 },
                 "controllerAddr",
+            ),
+            (
+                HaSection {
+                    ha_framing: "dledger".into(),
+                    ..HaSection::default()
+                },
+                "haFraming",
+            ),
+            (
+                HaSection {
+                    ha_framing: "classic".into(),
+                    enable_controller_mode: true,
+                    controller_addr: "h:1".into(),
+                    ..HaSection::default()
+                },
+                "haFraming",
             ),
             (
                 HaSection {
