@@ -126,6 +126,12 @@ pub(crate) async fn run<H: MessageHandler>(
             Err(e) => {
                 Counters::add(&inner.counters.pull_errors, 1);
                 tracing::warn!(queue = %mq, cause = %e, "pull failed");
+                // The broker may have been replaced (a new master elected):
+                // read the route again now rather than at the next
+                // rebalance, so the next pull goes where the queue is.
+                if let Err(e) = inner.api.topic_queues(&mq.topic).await {
+                    tracing::debug!(topic = %mq.topic, cause = %e, "route lookup after a failed pull");
+                }
                 if pause(&stop, cfg.pull_time_delay_when_exception).await {
                     return;
                 }

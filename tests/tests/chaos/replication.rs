@@ -11,6 +11,10 @@
 //!   and the old one, woken, refuses sends at once.
 //! - kill -9 of the controller leader: how long sends were not
 //!   acknowledged.
+//! - a rolling restart (SIGTERM, one broker after another, the master
+//!   last): how long sends were not acknowledged.
+//! - a blank slave (its store deleted) joining under load: how long until
+//!   it is back in sync.
 
 use std::collections::HashMap;
 
@@ -261,6 +265,11 @@ impl Cluster {
 
     /// Waits until the controllers count all three brokers in sync.
     async fn wait_in_sync(&self, what: &str) {
+        self.wait_in_sync_count(3, what).await;
+    }
+
+    /// Waits until the controllers count `n` brokers in sync.
+    async fn wait_in_sync_count(&self, n: usize, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let in_sync = self
@@ -268,7 +277,7 @@ impl Cluster {
                 .replica_info(&self.client)
                 .await
                 .map_or(0, |(_, n)| n);
-            if in_sync == 3 {
+            if in_sync == n {
                 return;
             }
             assert!(
@@ -303,6 +312,25 @@ impl Cluster {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// The longest pause between two acknowledgements that ended after
+    /// `since`.
+    fn longest_pause_since(&self, since: Instant) -> Duration {
+        let times: Vec<Instant> = self
+            .acked
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, t)| *t)
+            .filter(|t| *t + Duration::from_secs(30) > since)
+            .collect();
+        times
+            .windows(2)
+            .filter(|w| w[1] > since)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or_default()
     }
 
     fn master_index(&self, addr: &str) -> usize {
@@ -375,8 +403,14 @@ async fn produce(
             }
             // Stored but not on every replica, or refused: not counted as
             // acknowledged.
-            _ => {
-                others.fetch_add(1, Ordering::Relaxed);
+            other => {
+                if others.fetch_add(1, Ordering::Relaxed) % 50 == 0 {
+                    let what = match &other {
+                        Ok(r) => format!("{:?}", r.status),
+                        Err(e) => e.to_string(),
+                    };
+                    eprintln!("replication chaos: a send not acknowledged: {what}");
+                }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -550,21 +584,7 @@ async fn replication_kill_9_of_the_controller_leader_keeps_the_group_writable() 
         // seconds, the kill inside it.
         cluster.wait_acked(200, &what).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let times: Vec<Instant> = cluster
-            .acked
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, t)| *t)
-            .filter(|t| *t + Duration::from_secs(10) > killed)
-            .collect();
-        let gap = times
-            .windows(2)
-            .filter(|w| w[1] > killed)
-            .map(|w| w[1] - w[0])
-            .max()
-            .unwrap_or_default();
-        gaps.push(gap.as_secs_f64());
+        gaps.push(cluster.longest_pause_since(killed).as_secs_f64());
         cluster.controllers.spawn(leader);
     }
     let (acked, lost, duplicates, others) = cluster.finish().await;
@@ -575,6 +595,92 @@ async fn replication_kill_9_of_the_controller_leader_keeps_the_group_writable() 
          {:.0} ms",
         percentile(&gaps, 0.5) * 1000.0,
         gaps.last().copied().unwrap_or(f64::NAN) * 1000.0,
+    );
+    assert_eq!(lost, 0, "{figure}");
+    println!("chaos: {case} | {figure} | PASS");
+}
+
+/// A rolling restart under load: each broker in turn gets SIGTERM, starts
+/// again on its store, and is back in sync before the next; the master
+/// goes last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_rolling_restart_keeps_every_acknowledged_message() {
+    let case = "replication: rolling restart";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let rounds = if env.quick { 1 } else { 3 };
+    let mut cluster = Cluster::start(&env, &ns_bin, "repl-roll").await;
+    let mut pauses = Vec::new();
+    for round in 0..rounds {
+        let (master, _) = cluster.controllers.master(&cluster.client).await.unwrap();
+        let first = cluster.master_index(&master);
+        let order: Vec<usize> = (1..=3).map(|k| (first + k) % 3).collect();
+        for i in order {
+            let what = format!("round {round}, broker {i}");
+            cluster.wait_in_sync(&what).await;
+            cluster.wait_acked(100, &what).await;
+            let stopped = Instant::now();
+            let exited = cluster.brokers[i]
+                .terminate(Duration::from_secs(30))
+                .await
+                .unwrap();
+            assert!(
+                exited.is_some_and(|s| s.success()),
+                "{what}: exit {exited:?}"
+            );
+            cluster.brokers[i].restart().unwrap();
+            cluster.wait_in_sync(&what).await;
+            cluster.wait_acked(100, &what).await;
+            pauses.push(cluster.longest_pause_since(stopped).as_secs_f64());
+        }
+    }
+    let (acked, lost, duplicates, others) = cluster.finish().await;
+    pauses.sort_by(f64::total_cmp);
+    let figure = format!(
+        "{rounds} rounds of 3 restarts; {acked} acknowledged, {lost} lost, {duplicates} \
+         duplicates, {others} not SEND_OK; longest pause between acknowledgements per restart: \
+         p50 {:.2} s, max {:.2} s",
+        percentile(&pauses, 0.5),
+        pauses.last().copied().unwrap_or(f64::NAN),
+    );
+    assert_eq!(lost, 0, "{figure}");
+    println!("chaos: {case} | {figure} | PASS");
+}
+
+/// A slave loses its disk under load: killed, its store deleted, started
+/// blank; it takes a new id, copies the log from the master and joins the
+/// in-sync set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_a_blank_slave_joins_under_load() {
+    let case = "replication: blank slave joins";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let cycles = if env.quick { 1 } else { 3 };
+    let mut cluster = Cluster::start(&env, &ns_bin, "repl-blank").await;
+    let mut catch_up = Vec::new();
+    for cycle in 0..cycles {
+        let what = format!("cycle {cycle}");
+        cluster.wait_in_sync(&what).await;
+        cluster.wait_acked(500, &what).await;
+        let (master, _) = cluster.controllers.master(&cluster.client).await.unwrap();
+        let slave = (cluster.master_index(&master) + 1) % 3;
+        cluster.brokers[slave].kill().unwrap();
+        // The master noticed: the controllers count two in sync.
+        cluster.wait_in_sync_count(2, &what).await;
+        let store = cluster.brokers[slave].dir.join("store");
+        std::fs::remove_dir_all(&store).unwrap();
+        let started = Instant::now();
+        cluster.brokers[slave].restart().unwrap();
+        cluster.wait_in_sync(&what).await;
+        catch_up.push(started.elapsed().as_secs_f64());
+    }
+    let (acked, lost, duplicates, others) = cluster.finish().await;
+    let figure = format!(
+        "{cycles} blank slaves; {acked} acknowledged, {lost} lost, {duplicates} duplicates, \
+         {others} not SEND_OK; back in sync after {} (start included)",
+        summary(&catch_up)
     );
     assert_eq!(lost, 0, "{figure}");
     println!("chaos: {case} | {figure} | PASS");
