@@ -100,8 +100,8 @@ impl ControllerConfig {
             enable_elect_unclean_master: false,
             notify_broker_role_changed: true,
             master_lease: Duration::from_millis(3000),
-            raft_heartbeat_interval: Duration::from_millis(150),
-            raft_election_timeout: Duration::from_millis(1000),
+            raft_heartbeat_interval: Duration::from_millis(100),
+            raft_election_timeout: Duration::from_millis(500),
         })
     }
 

@@ -17,8 +17,8 @@
 //! - A master other than the old one is elected only after the old master's
 //!   lease must have run out, counted from when the leader that granted it
 //!   received the beat it answered, or from when the current leader took
-//!   over; a lease is granted only by a leader that heard from a quorum within
-//!   half an election timeout.
+//!   over; a lease is granted only by a leader that a quorum confirmed after
+//!   the beat arrived (a round of Raft heartbeats).
 //! - Only the leader changes the record; a command decided on a stale view
 //!   is refused when applied (the epochs it carries no longer match).
 

@@ -137,6 +137,10 @@ impl Controller {
         .map_err(|e| StartError::Raft(e.to_string()))?;
         let client = Arc::new(RemotingClient::new(ClientOptions {
             connect_timeout: Duration::from_millis(500),
+            // A peer that comes back hears from the leader within a
+            // heartbeat or two, before it would stand for election and
+            // disturb the group.
+            max_reconnect_backoff: config.raft_heartbeat_interval,
             ..ClientOptions::default()
         }));
         let raft = Raft::new(
@@ -240,15 +244,17 @@ impl Controller {
         self.leader() == Some(self.config.self_id)
     }
 
-    /// Whether this controller is the leader and heard from a quorum
-    /// recently enough that no other leader can have been elected since.
-    pub(crate) fn leadership_confirmed(&self) -> bool {
-        let metrics = self.raft.metrics().borrow().clone();
-        let half = self.config.raft_election_timeout.as_millis() / 2;
-        metrics.current_leader == Some(self.config.self_id)
-            && metrics
-                .millis_since_quorum_ack
-                .is_some_and(|ms| u128::from(ms) <= half)
+    /// Whether this controller is the leader, confirmed by a quorum now
+    /// (a round of Raft heartbeats), within half an election timeout.
+    pub(crate) async fn confirm_leadership(&self) -> bool {
+        if !self.is_leader() {
+            return false;
+        }
+        let limit = self.config.raft_election_timeout / 2;
+        matches!(
+            tokio::time::timeout(limit, self.raft.ensure_linearizable()).await,
+            Ok(Ok(_))
+        )
     }
 
     /// The leader's address, or `unknown`.

@@ -145,7 +145,7 @@ impl Controller {
     ) -> Option<RemotingCommand> {
         let code = request.request_code();
         let answer = match code {
-            RequestCode::BROKER_HEARTBEAT => self.heartbeat(request, conn),
+            RequestCode::BROKER_HEARTBEAT => self.heartbeat(request, conn).await,
             RequestCode::CONTROLLER_GET_METADATA_INFO => self.metadata(),
             _ if !is_controller_code(code) => Answer::new(
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
@@ -183,7 +183,7 @@ impl Controller {
         (!request.is_oneway()).then(|| answer.into_response(request))
     }
 
-    fn heartbeat(&self, request: &RemotingCommand, conn: Option<u64>) -> Answer {
+    async fn heartbeat(&self, request: &RemotingCommand, conn: Option<u64>) -> Answer {
         let h = match request.decode_header::<BrokerHeartbeatRequestHeader>() {
             Ok(h) => h,
             Err(e) => return bad_header(e),
@@ -216,7 +216,16 @@ impl Controller {
                 .filter(|g| g.master == Some(id))
                 .map(|g| g.master_epoch)
         });
-        if let Some(epoch) = master_epoch.filter(|_| self.leadership_confirmed()) {
+        if let Some(epoch) = master_epoch {
+            // Only a leader that a quorum still follows may grant: one cut
+            // off from the others (who may have elected another) must not
+            // keep its master writing. A quorum that acknowledged this
+            // leader after `now` votes for no other leader for a leader
+            // lease, and a new leader waits a master's lease before it
+            // elects another master, so this lease ends first.
+            if !self.confirm_leadership().await {
+                return answer;
+            }
             self.liveness().granted(key, now);
             let lease = self.config.master_lease.as_millis().to_string();
             answer.response.set_ext(LEASE_MILLIS, lease.as_str());

@@ -535,3 +535,41 @@ async fn the_record_survives_losing_the_leader_and_restarting_every_controller()
         group.stop(i).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_followers_grants_no_lease() {
+    let mut group = Group::start(Duration::from_secs(5)).await;
+    let leader = group.leader().await;
+    let leader_addr = group.addrs[leader].clone();
+    let client = RemotingClient::new(ClientOptions::default());
+    join(&client, &leader_addr, "b", "10.0.0.1:10911").await;
+    assert_eq!(
+        elect(&client, &leader_addr, "b", 1, false)
+            .await
+            .response_code(),
+        ResponseCode::SUCCESS
+    );
+    let set_beat = with(beat("b", 1, "10.0.0.1:10911"));
+    let beat_once = || {
+        call(
+            &client,
+            &leader_addr,
+            RequestCode::BROKER_HEARTBEAT,
+            Some(&set_beat),
+            None,
+        )
+    };
+    assert_eq!(beat_once().await.ext(LEASE_MILLIS), Some("5000"));
+    // Both followers go: the leader may still think it leads, but it
+    // cannot have a quorum confirm it, so it grants no lease.
+    for i in 0..3 {
+        if i != leader {
+            group.stop(i).await;
+        }
+    }
+    let answer = beat_once().await;
+    assert_eq!(answer.response_code(), ResponseCode::SUCCESS);
+    assert_eq!(answer.ext(LEASE_MILLIS), None, "{answer:?}");
+    client.close_all().await;
+    group.stop(leader).await;
+}

@@ -60,6 +60,9 @@ pub enum ClientError {
 pub struct ClientOptions {
     /// How long to wait for a connection (RocketMQ: 3000 ms).
     pub connect_timeout: Duration,
+    /// Longest pause between connects to an address that keeps refusing
+    /// (the pause starts at 100 ms and doubles per failure). Default 5 s.
+    pub max_reconnect_backoff: Duration,
     /// Largest frame accepted or sent, 4-byte prefix included.
     pub max_frame_len: usize,
     /// Serves requests a server sends to this client (such as a broker's
@@ -79,6 +82,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(3),
+            max_reconnect_backoff: Duration::from_secs(5),
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             on_request: None,
             tls: None,
@@ -338,7 +342,8 @@ impl RemotingClient {
 
     /// The open connection to `addr`, connecting if there is none. After a
     /// failed connect, further attempts to that address fail at once until a
-    /// back-off (100 ms, doubling per failure, at most 5 s) has passed.
+    /// back-off (100 ms, doubling per failure, at most `max_reconnect_backoff`)
+    /// has passed.
     ///
     /// # Errors
     /// [`ClientError::Connect`].
@@ -373,8 +378,8 @@ impl RemotingClient {
             Err(e) => {
                 let mut backoff = self.backoff_lock();
                 let failures = backoff.get(addr).map_or(0, |b| b.0) + 1;
-                let delay =
-                    Duration::from_millis(100 << (failures - 1).min(6)).min(Duration::from_secs(5));
+                let delay = Duration::from_millis(100 << (failures - 1).min(6))
+                    .min(self.options.max_reconnect_backoff);
                 backoff.insert(
                     addr.to_owned(),
                     (failures, std::time::Instant::now() + delay),
