@@ -263,21 +263,26 @@ async fn an_old_master_returns_as_the_slave_of_the_broker_that_replaced_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_old_master_whose_consumers_saw_what_the_new_one_lacks_refuses_to_follow() {
+async fn an_old_master_whose_consumers_saw_what_the_new_one_lacks_cuts_it_from_its_queues() {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let shared = group_then_both_stop(dir_a.path(), dir_b.path(), 3).await;
-    let (a, _b) = swap_roles(dir_a.path(), dir_b.path()).await;
-    let slave = a.broker.state().ha.slave().unwrap();
-    wait_until("A says why it does not follow", || {
-        slave
-            .status()
-            .last_error
-            .is_some_and(|e| e.contains("consumers may have read"))
+    let (a, b) = swap_roles(dir_a.path(), dir_b.path()).await;
+    let end = b.broker.state().store.max_physical_offset();
+    wait_until("A cuts its lone messages and follows B", || {
+        a.broker.state().store.max_physical_offset() == end
     })
     .await;
-    // Nothing of A's log was cut.
-    assert!(a.broker.state().store.max_physical_offset() > shared);
-    assert_eq!(bodies(&a, "Moved").len(), 13);
+    assert_eq!(
+        a.broker.state().ha.slave().unwrap().status().truncated_to,
+        Some(shared)
+    );
+    // A's consumers now see B's history: its three lone messages left its
+    // queue, and B's took their queue offsets.
+    b.until_dispatched("Moved", 0, 15).await;
+    a.until_dispatched("Moved", 0, 15).await;
+    let on_b = bodies(&b, "Moved");
+    assert_eq!(on_b.len(), 15);
+    assert_eq!(bodies(&a, "Moved"), on_b);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -230,6 +230,17 @@ impl CommitLog {
         }
     }
 
+    /// Sets the next queue offset of every queue to exactly the given
+    /// values, forgetting the others (a replica's log was cut: queue
+    /// offsets past the cut are free again).
+    pub fn reset_queue_offsets(&self, offsets: impl IntoIterator<Item = (String, i32, i64)>) {
+        let mut held = self.lock();
+        held.guard.queue_offsets.clear();
+        for (topic, queue_id, next) in offsets {
+            held.guard.advance(&topic, queue_id, next);
+        }
+    }
+
     /// Forgets the next queue offsets of a topic's queues, so that its next
     /// message takes queue offset 0, and returns the offset after the last
     /// appended byte, read under the put lock: every record of the topic

@@ -273,6 +273,28 @@ impl ConsumeQueue {
         lo
     }
 
+    /// Takes out the entries of messages at or past the physical offset
+    /// `phys` (a replica's CommitLog was cut there): the queue ends before
+    /// the first such entry. Returns whether entries went.
+    ///
+    /// # Errors
+    /// A file cannot be cut; the queue may then end earlier than it should,
+    /// never later.
+    pub fn cut_at(&self, phys: u64) -> io::Result<bool> {
+        let max = self.max_offset();
+        let past = self
+            .entry_at(max - 1)
+            .is_some_and(|e| u64::try_from(e.commit_log_offset).is_ok_and(|o| o >= phys));
+        if max == 0 || !past {
+            return Ok(false);
+        }
+        let keep = self.first_offset_at_or_after(0, phys);
+        self.files
+            .truncate(u64::try_from(keep).unwrap_or(0) * ENTRY_SIZE as u64)?;
+        self.max_offset.store(keep, Ordering::Release);
+        Ok(true)
+    }
+
     /// Deletes the files (never the last) whose every entry points below
     /// `min_phys`, the CommitLog's first kept byte, then moves the minimum
     /// offset to the first entry at or after it. Returns the files deleted.

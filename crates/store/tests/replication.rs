@@ -151,8 +151,6 @@ fn a_divergent_tail_is_cut_and_readers_keep_what_they_hold() {
     copy_log(&master, &replica, 10_000);
     replica.set_confirm_offset(ends[299]);
     assert_eq!(bodies(&replica).len(), 300);
-    // Below what consumers saw: refused.
-    assert!(replica.truncate_replicated(ends[100]).is_err());
     let held = replica.lookup_message(ends[600]).unwrap();
     let before = held.to_vec();
 
@@ -248,4 +246,66 @@ fn taking_over_leaves_a_deleted_topics_former_records_out_of_its_offsets() {
         .put_message(&common::message("Gone", 0, 5, 100))
         .unwrap();
     assert_eq!(put.append.queue_offset, 0);
+}
+
+#[test]
+fn a_cut_below_what_consumers_saw_takes_it_out_of_the_queues_and_indexes() {
+    let (mdir, rdir, odir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let (master, ends) = master(&mdir, 300, 500);
+    let replica = MessageStore::open(replica_config(rdir.path())).unwrap();
+    copy_log(&master, &replica, 10_000);
+    replica.set_confirm_offset(u64::MAX);
+    // Consumers saw all 300; each is found by its unique key.
+    assert_eq!(bodies(&replica).len(), 300);
+    let found = |store: &MessageStore, key: u64| {
+        store
+            .query_message(TOPIC, &key.to_string(), 32, 0, i64::MAX)
+            .messages
+            .iter()
+            .map(|r| common::record_body(r))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(found(&replica, 250), [common::body(250, 500).to_vec()]);
+
+    // Cut after message 199: the queue ends there, the index forgets the
+    // rest, and what it held below the cut is indexed again.
+    assert_eq!(replica.truncate_replicated(ends[199]).unwrap(), ends[199]);
+    assert_eq!(replica.max_offset_in_queue(TOPIC, 0), 200);
+    assert_eq!(bodies(&replica).len(), 200);
+    assert!(found(&replica, 250).is_empty());
+    assert_eq!(found(&replica, 100), [common::body(100, 500).to_vec()]);
+
+    // Another master's history from there, with other keys and bodies:
+    // queue offsets 200.. again, and indexed.
+    let other = MessageStore::open(replica_config(odir.path())).unwrap();
+    copy_log(&master, &other, 10_000);
+    other.truncate_replicated(ends[199]).unwrap();
+    other.resume_appends().unwrap();
+    for i in 200..300 {
+        let at = other
+            .put_message(&common::message(TOPIC, 0, i + 10_000, 700))
+            .unwrap();
+        assert_eq!(at.append.queue_offset, i as i64);
+    }
+    copy_log(&other, &replica, 10_000);
+    replica.set_confirm_offset(u64::MAX);
+    let seen = bodies(&replica);
+    assert_eq!(seen.len(), 300);
+    assert_eq!(seen[250], common::body(10_250, 700).to_vec());
+    assert_eq!(
+        found(&replica, 10_250),
+        [common::body(10_250, 700).to_vec()]
+    );
+    assert_eq!(found(&replica, 150), [common::body(150, 500).to_vec()]);
+    // Taking over, the replica continues the queue after the new history.
+    let end = replica.resume_appends().unwrap();
+    assert_eq!(end, other.max_physical_offset());
+    let next = replica
+        .put_message(&common::message(TOPIC, 0, 99_999, 100))
+        .unwrap();
+    assert_eq!(next.append.queue_offset, 300);
 }

@@ -290,6 +290,37 @@ impl IndexService {
         }
     }
 
+    /// Deletes the files, newest first, that index a message at or past
+    /// `phys` (a replica's CommitLog was cut there). Returns where the
+    /// earliest deleted file began, from which the messages it also
+    /// indexed (below `phys`) must be indexed again; `None` when nothing
+    /// went.
+    pub(crate) fn cut_at(&self, phys: u64) -> Option<u64> {
+        let phys = i64::try_from(phys).unwrap_or(i64::MAX);
+        let mut redo: Option<u64> = None;
+        loop {
+            let file = {
+                let mut files = self.files.write().unwrap_or_else(PoisonError::into_inner);
+                match files.last() {
+                    Some(f) if f.header().end_phy_offset >= phys && f.header().has_indexed() => {}
+                    _ => break,
+                }
+                files.pop()?
+            };
+            let begin = u64::try_from(file.header().begin_phy_offset).unwrap_or(0);
+            redo = Some(redo.map_or(begin, |r| r.min(begin)));
+            match file.unlink() {
+                Ok(()) => {
+                    tracing::warn!(file = %file.path().display(), "deleted an index file past a CommitLog cut")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %file.path().display(), cause = %e, "cannot remove an index file past a CommitLog cut")
+                }
+            }
+        }
+        redo
+    }
+
     /// Deletes files, oldest first and never the newest, while every
     /// message they index lies below the CommitLog's minimum offset
     /// `min_phy_offset`. Returns how many went.

@@ -55,11 +55,13 @@ impl MessageStore {
     }
 
     /// Cuts a replica's CommitLog at `offset` (bytes at and after it go),
-    /// where it stops agreeing with its master's. Returns the new end.
+    /// where it stops agreeing with its master's. Messages already given
+    /// to consumers past the cut leave the ConsumeQueues and IndexFiles
+    /// too (their consumers were shown messages the group lost), and the
+    /// queues' next offsets go back. Returns the new end.
     ///
     /// # Errors
-    /// The store is not replicated, consumers were already shown messages
-    /// at or past `offset`, or the cut failed.
+    /// The store is not replicated, or the cut failed.
     pub fn truncate_replicated(&self, offset: u64) -> Result<u64, PutError> {
         if !self.inner.config.replicated {
             return Err(PutError::ServiceNotAvailable {
@@ -73,11 +75,36 @@ impl MessageStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dispatched = self.inner.reput_from.load(Ordering::Acquire);
         if dispatched > offset {
-            return Err(PutError::ServiceNotAvailable {
-                reason: format!(
-                    "cannot cut the CommitLog at {offset}: consumers may have read messages up to {dispatched}"
-                ),
-            });
+            let cut_failed = |e: std::io::Error| PutError::ServiceNotAvailable {
+                reason: format!("cannot cut the ConsumeQueues at {offset}: {e}"),
+            };
+            let mut queues = 0;
+            for q in self.inner.all_queues() {
+                if q.cut_at(offset).map_err(cut_failed)? {
+                    queues += 1;
+                }
+            }
+            // IndexFiles past the cut go whole; what they held below it is
+            // indexed again by the dispatch, which starts over from there
+            // (ConsumeQueue entries it writes again are skipped).
+            let redo = self
+                .inner
+                .index
+                .cut_at(offset)
+                .unwrap_or(offset)
+                .min(offset)
+                .max(self.inner.commit_log.files().min_offset());
+            self.inner.reput_from.store(redo, Ordering::Release);
+            self.inner
+                .commit_log
+                .reset_queue_offsets(self.inner.queue_ends());
+            tracing::warn!(
+                cut = offset,
+                dispatched,
+                queues,
+                reindex_from = redo,
+                "consumers were shown messages past the cut: they leave the consume queues and indexes"
+            );
         }
         let end = self.inner.commit_log.truncate(offset)?;
         self.inner.confirm_offset.fetch_min(end, Ordering::AcqRel);
