@@ -397,6 +397,7 @@ async fn apply_role(
             .map_err(|e| e.to_string())?;
         // A lease for the new epoch comes with the next beat: send it now.
         state.ha.beat_now();
+        adopt_topics(state);
         crate::start_writer_threads(state);
     } else {
         let Some(master_addr) = replicas.master_address.clone() else {
@@ -415,6 +416,29 @@ async fn apply_role(
         state.topics_changed.notify_one();
     }
     Ok(())
+}
+
+/// Gives every topic whose messages this new master holds a
+/// configuration, if it has none yet: a slave copies its master's topics
+/// periodically (`syncBrokerMetadataPeriod`), and one created just before
+/// the switch would otherwise be refused to its consumers
+/// (`TOPIC_NOT_EXIST`) though its messages are here. Such a topic gets
+/// `defaultTopicQueueNums` queues, or more when its messages are in more.
+fn adopt_topics(state: &BrokerState) {
+    let least = state.config().broker.default_topic_queue_nums;
+    let mut queues: BTreeMap<String, i32> = BTreeMap::new();
+    for (topic, queue_id, _) in state.store.queues() {
+        let n = queues.entry(topic).or_insert(least);
+        *n = (*n).max(queue_id + 1);
+    }
+    match state.topics.adopt_missing(queues) {
+        Ok(created) if !created.is_empty() => {
+            tracing::warn!(topics = ?created, "topics created from their queues: the old master's configuration had not been copied yet");
+            state.topics_changed.notify_one();
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(cause = %e, "cannot create topics found in the queues"),
+    }
 }
 
 /// The master's HA address: its host, and the HA port its configuration

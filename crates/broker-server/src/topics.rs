@@ -248,6 +248,34 @@ impl TopicManager {
         Ok((config, changed))
     }
 
+    /// Creates, read-write with `queues` queues, each of `topics` this
+    /// broker has no configuration for (a slave elected master before it
+    /// copied a new topic's configuration still holds its messages).
+    /// Returns the topics created.
+    ///
+    /// # Errors
+    /// The topic table cannot be written.
+    pub fn adopt_missing(
+        &self,
+        topics: impl IntoIterator<Item = (String, i32)>,
+    ) -> std::io::Result<Vec<String>> {
+        let mut created = Vec::new();
+        for (topic, queues) in topics {
+            if self.get(&topic).is_some() {
+                continue;
+            }
+            self.put(TopicConfig {
+                topic_name: topic.clone(),
+                read_queue_nums: queues,
+                write_queue_nums: queues,
+                perm: PERM_READ | PERM_WRITE,
+                ..TopicConfig::default()
+            })?;
+            created.push(topic);
+        }
+        Ok(created)
+    }
+
     /// The topic for a send, creating it from the template topic when it is
     /// missing and auto-creation allows it. Returns the config and whether it
     /// was just created.
@@ -340,6 +368,33 @@ impl TopicManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topics_found_in_the_queues_are_adopted_and_known_ones_stay_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicManager::load(dir.path(), true, 8).unwrap();
+        topics
+            .put(TopicConfig {
+                topic_name: "Known".into(),
+                read_queue_nums: 2,
+                write_queue_nums: 2,
+                perm: PERM_READ,
+                ..TopicConfig::default()
+            })
+            .unwrap();
+        let created = topics
+            .adopt_missing([("Known".to_owned(), 4), ("Lost".to_owned(), 3)])
+            .unwrap();
+        assert_eq!(created, ["Lost"]);
+        let known = topics.get("Known").unwrap();
+        assert_eq!((known.read_queue_nums, known.perm), (2, PERM_READ));
+        let lost = topics.get("Lost").unwrap();
+        assert_eq!((lost.read_queue_nums, lost.write_queue_nums), (3, 3));
+        assert_eq!(lost.perm, PERM_READ | PERM_WRITE);
+        // Kept on disk like any other.
+        let reloaded = TopicManager::load(dir.path(), true, 8).unwrap();
+        assert!(reloaded.get("Lost").is_some());
+    }
 
     #[test]
     fn topic_names_follow_rocketmq_rules() {

@@ -479,6 +479,12 @@ impl MessageStore {
         self.inner.delete_topic(topic)
     }
 
+    /// Every ConsumeQueue the store has, as `(topic, queue id, next
+    /// offset)`.
+    pub fn queues(&self) -> Vec<(String, i32, i64)> {
+        self.inner.queue_ends()
+    }
+
     /// Next queue offset of a queue (0 if it does not exist).
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
         self.inner.catch_up();
