@@ -11,6 +11,10 @@ command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need_apt+=(nats-server)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || need_apt+=(redis-tools)
+# The chaos suite's partition cases cut links between network namespaces
+# with nftables rules (`ip` comes with iproute2).
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need_apt+=(nftables)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

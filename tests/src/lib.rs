@@ -27,8 +27,8 @@ use std::{
 
 use anyhow::{bail, ensure, Context, Result};
 use consumer_client::{ConsumerConfig, PullConsumer};
-pub use proc_harness::{free_port, Proc};
-use proc_harness::{loopback, Launch};
+use proc_harness::loopback;
+pub use proc_harness::{free_port, Launch, Proc};
 use remoting_net::{ClientOptions, RemotingClient};
 use remoting_protocol::{
     header::{
@@ -210,11 +210,59 @@ pub fn spawn_broker(
     sets: &[String],
     envs: &[(String, String)],
 ) -> Result<Proc> {
+    spawn_broker_at(bin, dir, port, ns_port, sets, envs, None)
+}
+
+/// Where a process runs when not on this host's loopback: a network
+/// namespace (`ip netns`) and the address it has there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The namespace's name.
+    pub netns: String,
+    /// The process's IPv4 address in it.
+    pub ip: String,
+}
+
+impl Place {
+    /// A launch of `bin` inside this namespace (through `ip netns exec`,
+    /// which keeps the process id).
+    pub fn launch(&self, name: &str, bin: &Path, log: PathBuf) -> Launch {
+        Launch::new(name, "ip", log)
+            .args(["netns", "exec", &self.netns])
+            .arg(bin)
+    }
+
+    /// `ip:port`.
+    pub fn addr(&self, port: u16) -> String {
+        format!("{}:{port}", self.ip)
+    }
+}
+
+/// [`spawn_broker`], in the network namespace `place` when given: the
+/// broker registers that address (`brokerIP1`) and is waited for there.
+///
+/// # Errors
+/// When the process cannot start, exits, or its port does not open in time.
+pub fn spawn_broker_at(
+    bin: &Path,
+    dir: &Path,
+    port: u16,
+    ns_port: u16,
+    sets: &[String],
+    envs: &[(String, String)],
+    place: Option<&Place>,
+) -> Result<Proc> {
     let log = dir.join("broker.log");
     // The log is appended to across restarts: this start is done when one
     // more "broker started" line is there.
     let starts_before = log_lines(&log, STARTED_LINE).len();
-    let mut launch = Launch::new("broker", bin, log.clone()).env_remove_prefixed("SLUICE_");
+    let mut launch = match place {
+        Some(place) => place
+            .launch("broker", bin, log.clone())
+            .set(format!("brokerIP1={}", place.ip)),
+        None => Launch::new("broker", bin, log.clone()),
+    }
+    .env_remove_prefixed("SLUICE_");
     for (key, value) in envs {
         launch = launch.env(key, value);
     }
@@ -235,7 +283,8 @@ pub fn spawn_broker(
         .settings(sets)
         .spawn()
         .with_context(|| format!("start {}", bin.display()))?;
-    broker.wait_listening(&loopback(port), STARTUP_LIMIT)?;
+    let addr = place.map_or_else(|| loopback(port), |p| p.addr(port));
+    broker.wait_listening(&addr, STARTUP_LIMIT)?;
     // The port opens before the broker's first registration with its name
     // servers is answered, and until then its topics have no route; the
     // broker logs "broker started" once it was.
@@ -261,9 +310,10 @@ pub struct OwnBroker {
     ns_port: u16,
     sets: Vec<String>,
     envs: Vec<(String, String)>,
-    /// Remoting address, `127.0.0.1:port`.
+    place: Option<Place>,
+    /// Remoting address, `127.0.0.1:port` (`ip:port` in a namespace).
     pub addr: String,
-    /// Its embedded name server, `127.0.0.1:port`.
+    /// Its embedded name server, `127.0.0.1:port` (`ip:port`).
     pub namesrv: String,
     /// Its directory (store and `broker.log`).
     pub dir: PathBuf,
@@ -303,6 +353,21 @@ impl OwnBroker {
         sets: &[&str],
         envs: &[(&str, &str)],
     ) -> Result<Self> {
+        Self::start_in(env, dir, sets, envs, None)
+    }
+
+    /// Starts the e2e broker binary with `sets` and `envs` in `dir`, in the
+    /// network namespace `place` when given (also on every restart).
+    ///
+    /// # Errors
+    /// When the suite runs without the binary or the broker does not start.
+    pub fn start_in(
+        env: &E2eEnv,
+        dir: PathBuf,
+        sets: &[&str],
+        envs: &[(&str, &str)],
+        place: Option<Place>,
+    ) -> Result<Self> {
         let bin = env
             .broker_bin
             .clone()
@@ -313,7 +378,12 @@ impl OwnBroker {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let proc = spawn_broker(&bin, &dir, port, ns_port, &sets, &envs)?;
+        let proc = spawn_broker_at(&bin, &dir, port, ns_port, &sets, &envs, place.as_ref())?;
+        let at = |port| {
+            place
+                .as_ref()
+                .map_or_else(|| loopback(port), |p| p.addr(port))
+        };
         Ok(Self {
             proc,
             bin,
@@ -321,8 +391,9 @@ impl OwnBroker {
             ns_port,
             sets,
             envs,
-            addr: loopback(port),
-            namesrv: loopback(ns_port),
+            addr: at(port),
+            namesrv: at(ns_port),
+            place,
             dir,
         })
     }
@@ -375,13 +446,14 @@ impl OwnBroker {
     /// # Errors
     /// When it does not start again.
     pub fn restart(&mut self) -> Result<()> {
-        self.proc = spawn_broker(
+        self.proc = spawn_broker_at(
             &self.bin,
             &self.dir,
             self.port,
             self.ns_port,
             &self.sets,
             &self.envs,
+            self.place.as_ref(),
         )?;
         Ok(())
     }

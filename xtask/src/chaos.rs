@@ -2,13 +2,13 @@
 //! (`tests/tests/chaos/`) against real broker processes, each case pushing
 //! one limit and printing one line with its figure and PASS or FAIL; the
 //! lines are repeated as a table at the end. `--quick` is the short form CI
-//! runs (about two minutes); the full form writes more and runs longer
-//! (about 16 minutes). `--replication` runs only the replicated-group cases
-//! (controllers in name servers, brokers in controller mode, faults cycle
-//! after cycle).
+//! runs (about six minutes); the full form writes more and runs longer
+//! (about half an hour). `--replication` runs only the replicated-group
+//! cases (controllers in name servers, brokers in controller mode, faults
+//! cycle after cycle, network partitions between namespaces).
 //!
-//! Cases that need root (a small tmpfs as the broker's disk) say SKIP
-//! without it.
+//! Cases that need root (a small tmpfs as the broker's disk, network
+//! namespaces and nftables) say SKIP without it.
 
 use std::{
     fs,
@@ -77,7 +77,7 @@ pub fn main(root: &std::path::Path, args: &[String]) -> Result<()> {
     if quick {
         test.env("SLUICE_CHAOS_QUICK", "1");
     }
-    let limit = Duration::from_secs(if quick { 5 * 60 } else { 60 * 60 });
+    let limit = Duration::from_secs(if quick { 12 * 60 } else { 90 * 60 });
     let outcome = run_bounded(test, limit, &interrupted);
     let text = fs::read_to_string(&log_path).unwrap_or_default();
     println!("\ncase | figure | verdict");

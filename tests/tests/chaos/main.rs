@@ -35,9 +35,12 @@ use tokio::io::AsyncWriteExt;
 
 mod abuse;
 mod disk_full;
+mod failover;
 mod hostile;
 mod kill;
+mod netns;
 mod overload;
+mod partition;
 mod power_loss;
 mod replication;
 mod retention;

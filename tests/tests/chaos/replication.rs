@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 
 use consumer_client::{ConsumerConfig, PullConsumer, PullStatus};
+use e2e_tests::Place;
 use proc_harness::{free_port, loopback, Launch, Proc};
 use producer_client::SendStatus;
 use remoting_protocol::{
@@ -28,50 +29,75 @@ use remoting_protocol::{
     },
 };
 
-use super::*;
+use super::{netns::Net, *};
 
 const GROUP: &str = "chaos-repl";
-const LEASE_MS: u64 = 2000;
+pub(super) const LEASE_MS: u64 = 2000;
 
 /// Three name servers, each running a controller.
-struct Controllers {
+pub(super) struct Controllers {
     bin: PathBuf,
     dir: PathBuf,
     peers: String,
+    /// Where each runs: `None` on loopback.
+    places: Vec<Option<Place>>,
     ns: Vec<u16>,
     ctl: Vec<u16>,
     procs: Vec<Option<Proc>>,
 }
 
 impl Controllers {
-    fn start(bin: &Path, dir: &Path) -> Self {
+    fn start(bin: &Path, dir: &Path, places: Vec<Option<Place>>) -> Self {
         let ns: Vec<u16> = (0..3).map(|_| free_port().unwrap()).collect();
         let ctl: Vec<u16> = (0..3).map(|_| free_port().unwrap()).collect();
-        let peers = ctl
-            .iter()
-            .enumerate()
-            .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
-            .collect::<Vec<_>>()
-            .join(";");
         let mut c = Self {
             bin: bin.to_owned(),
             dir: dir.to_owned(),
-            peers,
+            peers: String::new(),
+            places,
             ns,
             ctl,
             procs: vec![None, None, None],
         };
+        c.peers = (0..3)
+            .map(|i| format!("n{i}-{}", c.ctl_addr(i)))
+            .collect::<Vec<_>>()
+            .join(";");
         for i in 0..3 {
             c.spawn(i);
         }
         c
     }
 
+    /// Host `i`'s address for `port`.
+    fn at(&self, i: usize, port: u16) -> String {
+        self.places[i]
+            .as_ref()
+            .map_or_else(|| loopback(port), |p| p.addr(port))
+    }
+
+    /// Controller `i`'s Raft and controller address.
+    fn ctl_addr(&self, i: usize) -> String {
+        self.at(i, self.ctl[i])
+    }
+
+    /// Controller `i`'s host address (no port).
+    pub(super) fn ip(&self, i: usize) -> String {
+        self.places[i]
+            .as_ref()
+            .map_or_else(|| "127.0.0.1".to_owned(), |p| p.ip.clone())
+    }
+
     /// Starts controller `i` (again) on its ports and state.
-    fn spawn(&mut self, i: usize) {
+    pub(super) fn spawn(&mut self, i: usize) {
         let own = self.dir.join(format!("ns{i}"));
         std::fs::create_dir_all(&own).unwrap();
-        let mut p = Launch::new("namesrv", &self.bin, own.join("namesrv.log"))
+        let log = own.join("namesrv.log");
+        let launch = match &self.places[i] {
+            Some(place) => place.launch("namesrv", &self.bin, log),
+            None => Launch::new("namesrv", &self.bin, log),
+        };
+        let mut p = launch
             .append_log()
             .tail_on_panic(40)
             .args([
@@ -91,42 +117,40 @@ impl Controllers {
             .args(["--set", "scanInactiveMasterInterval=200"])
             .spawn()
             .unwrap();
-        p.wait_listening(&loopback(self.ctl[i]), Duration::from_secs(30))
+        p.wait_listening(&self.ctl_addr(i), Duration::from_secs(30))
             .unwrap();
         self.procs[i] = Some(p);
     }
 
-    fn kill(&mut self, i: usize) {
+    pub(super) fn kill(&mut self, i: usize) {
         if let Some(mut p) = self.procs[i].take() {
             p.kill().unwrap();
         }
     }
 
     fn namesrv(&self) -> String {
-        self.ns
-            .iter()
-            .map(|p| loopback(*p))
+        (0..3)
+            .map(|i| self.at(i, self.ns[i]))
             .collect::<Vec<_>>()
             .join(";")
     }
 
     fn controller_addr(&self) -> String {
-        self.ctl
-            .iter()
-            .map(|p| loopback(*p))
+        (0..3)
+            .map(|i| self.ctl_addr(i))
             .collect::<Vec<_>>()
             .join(";")
     }
 
     /// The controller leader's index, as a running controller says.
-    async fn leader(&self, client: &RemotingClient) -> Option<usize> {
-        for (i, port) in self.ctl.iter().enumerate() {
+    pub(super) async fn leader(&self, client: &RemotingClient) -> Option<usize> {
+        for i in 0..3 {
             if self.procs[i].is_none() {
                 continue;
             }
             let request = RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO);
             let Ok(answer) = client
-                .invoke(&loopback(*port), request, Duration::from_secs(2))
+                .invoke(&self.ctl_addr(i), request, Duration::from_secs(2))
                 .await
             else {
                 continue;
@@ -135,7 +159,7 @@ impl Controllers {
                 .decode_header::<GetMetaDataResponseHeader>()
                 .ok()
                 .and_then(|h| h.controller_leader_address)?;
-            return self.ctl.iter().position(|p| loopback(*p) == leader);
+            return (0..3).find(|j| self.ctl_addr(*j) == leader);
         }
         None
     }
@@ -146,7 +170,7 @@ impl Controllers {
         &self,
         client: &RemotingClient,
     ) -> Option<(Option<(String, i32)>, usize)> {
-        for port in &self.ctl {
+        for i in 0..3 {
             let request = RemotingCommand::request_with_header(
                 RequestCode::CONTROLLER_GET_REPLICA_INFO,
                 &GetReplicaInfoRequestHeader {
@@ -154,7 +178,7 @@ impl Controllers {
                 },
             );
             let Ok(answer) = client
-                .invoke(&loopback(*port), request, Duration::from_secs(2))
+                .invoke(&self.ctl_addr(i), request, Duration::from_secs(2))
                 .await
             else {
                 continue;
@@ -174,29 +198,46 @@ impl Controllers {
         None
     }
 
-    async fn master(&self, client: &RemotingClient) -> Option<(String, i32)> {
+    pub(super) async fn master(&self, client: &RemotingClient) -> Option<(String, i32)> {
         self.replica_info(client).await.and_then(|(m, _)| m)
     }
 }
 
-/// Controllers, a group of three brokers, a topic, and a producer sending
-/// throughout.
-struct Cluster {
-    controllers: Controllers,
-    brokers: Vec<OwnBroker>,
-    client: RemotingClient,
-    topic: String,
+/// Controllers, a group of brokers, a topic, and a producer sending
+/// throughout; on loopback, or each node in a network namespace of `net`
+/// (controllers nodes 0-2, brokers from node 3 on).
+pub(super) struct Cluster {
+    pub(super) controllers: Controllers,
+    pub(super) brokers: Vec<OwnBroker>,
+    pub(super) client: RemotingClient,
+    pub(super) topic: String,
     producer: Arc<Producer>,
     acked: Arc<Mutex<Vec<(String, Instant)>>>,
     others: Arc<AtomicU64>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     load: Option<tokio::task::JoinHandle<()>>,
+    /// Dropped last, after every process in it.
+    pub(super) net: Option<Net>,
 }
 
 impl Cluster {
+    /// Three controllers and three brokers on loopback.
     async fn start(env: &E2eEnv, ns_bin: &Path, name: &str) -> Self {
+        Self::start_with(env, ns_bin, name, 3, None).await
+    }
+
+    /// Three controllers and `replicas` brokers, in `net`'s namespaces
+    /// when given.
+    pub(super) async fn start_with(
+        env: &E2eEnv,
+        ns_bin: &Path,
+        name: &str,
+        replicas: usize,
+        net: Option<Net>,
+    ) -> Self {
         let dir = env.dir.clone().unwrap().join(unique(&format!("{name}-")));
-        let controllers = Controllers::start(ns_bin, &dir);
+        let place = |i: usize| net.as_ref().map(|n| n.place(i));
+        let controllers = Controllers::start(ns_bin, &dir, (0..3).map(place).collect());
         let sets: Vec<String> = vec![
             format!("brokerName={GROUP}"),
             "embeddedNamesrv=false".into(),
@@ -210,11 +251,12 @@ impl Cluster {
             "slaveTimeout=2000".into(),
         ];
         let mut brokers = Vec::new();
-        for i in 0..3 {
+        for i in 0..replicas {
             let mut own = sets.clone();
             own.push(format!("haListenPort={}", free_port().unwrap()));
             let own: Vec<&str> = own.iter().map(String::as_str).collect();
-            brokers.push(OwnBroker::start_at(env, dir.join(format!("b{i}")), &own).unwrap());
+            let at = dir.join(format!("b{i}"));
+            brokers.push(OwnBroker::start_in(env, at, &own, &[], place(3 + i)).unwrap());
         }
         let client = RemotingClient::new(ClientOptions::default());
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -250,6 +292,7 @@ impl Cluster {
             others: Arc::new(AtomicU64::new(0)),
             stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             load: None,
+            net,
         };
         // Slaves copy the topic within 3 s; wait until they are in sync.
         cluster.wait_in_sync("start").await;
@@ -263,13 +306,13 @@ impl Cluster {
         cluster
     }
 
-    /// Waits until the controllers count all three brokers in sync.
-    async fn wait_in_sync(&self, what: &str) {
-        self.wait_in_sync_count(3, what).await;
+    /// Waits until the controllers count all brokers in sync.
+    pub(super) async fn wait_in_sync(&self, what: &str) {
+        self.wait_in_sync_count(self.brokers.len(), what).await;
     }
 
     /// Waits until the controllers count `n` brokers in sync.
-    async fn wait_in_sync_count(&self, n: usize, what: &str) {
+    pub(super) async fn wait_in_sync_count(&self, n: usize, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let in_sync = self
@@ -289,7 +332,7 @@ impl Cluster {
     }
 
     /// Waits for `n` more acknowledged sends.
-    async fn wait_acked(&self, n: usize, what: &str) {
+    pub(super) async fn wait_acked(&self, n: usize, what: &str) {
         let before = self.acked.lock().unwrap().len();
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.acked.lock().unwrap().len() < before + n {
@@ -299,7 +342,7 @@ impl Cluster {
     }
 
     /// How long after `since` a send was acknowledged again.
-    async fn recovered_after(&self, since: Instant, what: &str) -> Duration {
+    pub(super) async fn recovered_after(&self, since: Instant, what: &str) -> Duration {
         let deadline = since + Duration::from_secs(60);
         loop {
             let last = self.acked.lock().unwrap().last().map(|(_, t)| *t);
@@ -316,7 +359,7 @@ impl Cluster {
 
     /// The longest pause between two acknowledgements that ended after
     /// `since`.
-    fn longest_pause_since(&self, since: Instant) -> Duration {
+    pub(super) fn longest_pause_since(&self, since: Instant) -> Duration {
         let times: Vec<Instant> = self
             .acked
             .lock()
@@ -333,13 +376,46 @@ impl Cluster {
             .unwrap_or_default()
     }
 
-    fn master_index(&self, addr: &str) -> usize {
+    /// Whether `addr` stores a send to the cluster's topic now.
+    pub(super) async fn stores_sends(&self, addr: &str) -> bool {
+        e2e_stores(&self.client, addr, &self.topic).await
+    }
+
+    /// Waits until the controllers name a master other than `old`, of a
+    /// later epoch than `epoch`, that stores sends; returns it.
+    pub(super) async fn new_master_storing(&self, old: &str, epoch: i32, what: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some((m, e)) = self.controllers.master(&self.client).await {
+                if m != old && e > epoch && self.stores_sends(&m).await {
+                    return m;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: no new master storing sends"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The name servers, `;`-separated.
+    pub(super) fn controllers_namesrv(&self) -> String {
+        self.controllers.namesrv()
+    }
+
+    /// The group's broker name.
+    pub(super) fn group(&self) -> &'static str {
+        GROUP
+    }
+
+    pub(super) fn master_index(&self, addr: &str) -> usize {
         self.brokers.iter().position(|b| b.addr == addr).unwrap()
     }
 
     /// Stops the load and checks every acknowledged message is on the last
     /// master: (acknowledged, lost, duplicates, not SEND_OK).
-    async fn finish(mut self) -> (usize, usize, u32, u64) {
+    pub(super) async fn finish(mut self) -> (usize, usize, u32, u64) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(load) = self.load.take() {
             load.await.unwrap();
@@ -394,6 +470,24 @@ impl Cluster {
     }
 }
 
+/// Whether `addr` stores a send to `topic` now: `SEND_OK`, or
+/// `SLAVE_NOT_AVAILABLE` (stored on the master, no slave in sync).
+pub(super) async fn e2e_stores(client: &RemotingClient, addr: &str, topic: &str) -> bool {
+    let answer = client
+        .invoke(
+            addr,
+            e2e_tests::send_request(topic, 0),
+            Duration::from_secs(5),
+        )
+        .await;
+    answer.is_ok_and(|a| {
+        matches!(
+            a.response_code(),
+            ResponseCode::SUCCESS | ResponseCode::SLAVE_NOT_AVAILABLE
+        )
+    })
+}
+
 /// Sends numbered bodies until `stop`; acknowledged bodies are kept.
 async fn produce(
     producer: Arc<Producer>,
@@ -428,7 +522,7 @@ async fn produce(
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -436,7 +530,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[at.min(sorted.len() - 1)]
 }
 
-fn summary(times: &[f64]) -> String {
+pub(super) fn summary(times: &[f64]) -> String {
     let mut sorted = times.to_vec();
     sorted.sort_by(f64::total_cmp);
     format!(
@@ -449,7 +543,7 @@ fn summary(times: &[f64]) -> String {
 
 /// The suite's settings and the name server binary, or `None` (printed)
 /// when the case cannot run.
-fn replication_env(case: &str) -> Option<(E2eEnv, PathBuf)> {
+pub(super) fn replication_env(case: &str) -> Option<(E2eEnv, PathBuf)> {
     let env = chaos_env(case)?;
     let Ok(ns_bin) = std::env::var("SLUICE_CHAOS_NAMESRV_BIN") else {
         println!("chaos: {case} | not run (no namesrv binary) | SKIP");

@@ -1,0 +1,280 @@
+//! More failovers of a replicated group on loopback, each under the
+//! producer's load and checked like the other replication cases (every
+//! acknowledged message on the last master at the end):
+//!
+//! - kill -9 of the master and of the controller leader at once;
+//! - two slaves lost at once (kill -9), the master going on alone;
+//! - a topic created, and written to, just before its master is killed;
+//! - kill -9 of the master in a group of two replicas.
+
+use consumer_client::{ConsumerConfig, PullConsumer, PullStatus};
+
+use super::{
+    replication::{e2e_stores, percentile, replication_env, summary, Cluster, LEASE_MS},
+    *,
+};
+
+/// Checks the end state and prints the case's line with `what_times` and
+/// their summary.
+async fn conclude(case: &str, cluster: Cluster, cycles: usize, what_times: &str, times: &[f64]) {
+    let (acked, lost, duplicates, others) = cluster.finish().await;
+    let figure = format!(
+        "{cycles} cycles; {acked} acknowledged, {lost} lost, {duplicates} duplicates, {others} \
+         not SEND_OK; {what_times} {} (lease {LEASE_MS} ms)",
+        summary(times)
+    );
+    assert_eq!(lost, 0, "{figure}");
+    println!("chaos: {case} | {figure} | PASS");
+}
+
+/// SIGKILL of the master and of the controller leader together: a new
+/// controller leader is elected, then a new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_kill_9_of_the_master_and_the_controller_leader_at_once() {
+    let case = "replication: kill -9 master and controller leader";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let cycles = if env.quick { 1 } else { 10 };
+    let mut cluster = Cluster::start_with(&env, &ns_bin, "repl-both", 3, None).await;
+    let mut recovered = Vec::new();
+    for cycle in 0..cycles {
+        let what = format!("cycle {cycle}");
+        cluster.wait_in_sync(&what).await;
+        cluster.wait_acked(200, &what).await;
+        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
+        let victim = cluster.master_index(&master);
+        let leader = cluster.controllers.leader(&cluster.client).await.unwrap();
+        cluster.brokers[victim].kill().unwrap();
+        cluster.controllers.kill(leader);
+        let killed = Instant::now();
+        recovered.push(cluster.recovered_after(killed, &what).await.as_secs_f64());
+        let (now, now_epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
+        assert!(now != master && now_epoch > epoch, "{what}");
+        cluster.controllers.spawn(leader);
+        cluster.brokers[victim].restart().unwrap();
+    }
+    let mut sorted = recovered.clone();
+    sorted.sort_by(f64::total_cmp);
+    let p99 = percentile(&sorted, 0.99);
+    let quick = env.quick;
+    conclude(
+        case,
+        cluster,
+        cycles,
+        "a send acknowledged again after",
+        &recovered,
+    )
+    .await;
+    // Judged on the full run's cycles only, like the master's kill alone.
+    assert!(quick || p99 <= 5.0, "{case}: p99 {p99:.2} s");
+}
+
+/// Both slaves killed at once: the master, alone in sync, goes on storing
+/// sends (answered `SLAVE_NOT_AVAILABLE`: on the master only); the slaves,
+/// started again, catch up, and sends are acknowledged `SEND_OK` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_two_slaves_lost_at_once_leave_a_writable_master() {
+    let case = "replication: two slaves lost at once";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let cycles = if env.quick { 1 } else { 5 };
+    let mut cluster = Cluster::start_with(&env, &ns_bin, "repl-slaves", 3, None).await;
+    let mut alone = Vec::new();
+    for cycle in 0..cycles {
+        let what = format!("cycle {cycle}");
+        cluster.wait_in_sync(&what).await;
+        cluster.wait_acked(200, &what).await;
+        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
+        let m = cluster.master_index(&master);
+        let slaves = [(m + 1) % 3, (m + 2) % 3];
+        for s in slaves {
+            cluster.brokers[s].kill().unwrap();
+        }
+        let killed = Instant::now();
+        cluster.wait_in_sync_count(1, &what).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !cluster.stores_sends(&master).await {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: the master stores nothing"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        alone.push(killed.elapsed().as_secs_f64());
+        assert_eq!(
+            cluster.controllers.master(&cluster.client).await,
+            Some((master, epoch)),
+            "{what}: the master changed"
+        );
+        for s in slaves {
+            cluster.brokers[s].restart().unwrap();
+        }
+        cluster.wait_in_sync(&what).await;
+        cluster.wait_acked(200, &what).await;
+    }
+    conclude(
+        case,
+        cluster,
+        cycles,
+        "the master storing sends alone after",
+        &alone,
+    )
+    .await;
+}
+
+/// A topic created on the master and written to (each send acknowledged by
+/// every replica), then the master killed before its slaves copied the
+/// topic's configuration: the new master serves the topic, with every
+/// acknowledged message, and takes sends to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_a_topic_created_just_before_a_switch_survives_it() {
+    let case = "replication: topic created just before a switch";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let cycles = if env.quick { 1 } else { 5 };
+    let mut cluster = Cluster::start_with(&env, &ns_bin, "repl-topic", 3, None).await;
+    let direct = RemotingClient::new(ClientOptions::default());
+    let mut served = Vec::new();
+    for cycle in 0..cycles {
+        let what = format!("cycle {cycle}");
+        cluster.wait_in_sync(&what).await;
+        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
+        let victim = cluster.master_index(&master);
+        let topic = unique("Fresh");
+        let created = direct
+            .invoke(
+                &master,
+                e2e_tests::create_topic_request(&topic, 4),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert_eq!(created.response_code(), ResponseCode::SUCCESS, "{what}");
+        let mut acked = Vec::new();
+        for i in 0..20 {
+            let answer = direct
+                .invoke(
+                    &master,
+                    e2e_tests::send_request(&topic, i),
+                    Duration::from_secs(5),
+                )
+                .await
+                .unwrap();
+            if answer.response_code() == ResponseCode::SUCCESS {
+                acked.push(format!("busy {i}"));
+            }
+        }
+        assert!(!acked.is_empty(), "{what}: no send to the new topic taken");
+        cluster.brokers[victim].kill().unwrap();
+        let killed = Instant::now();
+        let now = loop {
+            if let Some((m, e)) = cluster.controllers.master(&cluster.client).await {
+                if m != master && e > epoch {
+                    break m;
+                }
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(60),
+                "{what}: no new master"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        // Every acknowledged message is on the new master, readable, and
+        // the topic takes sends there.
+        let consumer = PullConsumer::start(ConsumerConfig::new(
+            &cluster.controllers_namesrv(),
+            unique("chaos-fresh-"),
+        ))
+        .await
+        .unwrap();
+        let queue = loop {
+            let found = consumer.fetch_queues(&topic).await.ok().and_then(|qs| {
+                qs.into_iter()
+                    .find(|q| q.queue_id == 0 && q.broker_name == cluster.group())
+            });
+            if let Some(q) = found {
+                break q;
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(60),
+                "{what}: no route"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let mut bodies = Vec::new();
+        let mut offset = 0;
+        loop {
+            let r = consumer.pull(&queue, offset, 32).await.unwrap();
+            if r.status != PullStatus::Found {
+                break;
+            }
+            bodies.extend(
+                r.messages
+                    .iter()
+                    .map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+            );
+            offset = r.next_begin_offset;
+        }
+        consumer.shutdown().await;
+        for body in &acked {
+            assert!(bodies.contains(body), "{what}: {body} lost ({bodies:?})");
+        }
+        assert!(
+            e2e_stores(&direct, &now, &topic).await,
+            "{what}: the new master does not store sends to {topic}"
+        );
+        served.push(killed.elapsed().as_secs_f64());
+        cluster.brokers[victim].restart().unwrap();
+    }
+    direct.close_all().await;
+    conclude(
+        case,
+        cluster,
+        cycles,
+        "the new topic read and written on the new master after",
+        &served,
+    )
+    .await;
+}
+
+/// SIGKILL of the master of a group of two: the one slave takes over and
+/// stores sends alone (`SLAVE_NOT_AVAILABLE`) until the old master is back
+/// as its slave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_kill_9_of_the_master_of_two_replicas() {
+    let case = "replication: kill -9 master, two replicas";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let cycles = if env.quick { 1 } else { 10 };
+    let mut cluster = Cluster::start_with(&env, &ns_bin, "repl-two", 2, None).await;
+    let mut recovered = Vec::new();
+    for cycle in 0..cycles {
+        let what = format!("cycle {cycle}");
+        cluster.wait_in_sync(&what).await;
+        cluster.wait_acked(200, &what).await;
+        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
+        let victim = cluster.master_index(&master);
+        cluster.brokers[victim].kill().unwrap();
+        let killed = Instant::now();
+        cluster.new_master_storing(&master, epoch, &what).await;
+        recovered.push(killed.elapsed().as_secs_f64());
+        cluster.brokers[victim].restart().unwrap();
+    }
+    let mut sorted = recovered.clone();
+    sorted.sort_by(f64::total_cmp);
+    let p99 = percentile(&sorted, 0.99);
+    let quick = env.quick;
+    conclude(
+        case,
+        cluster,
+        cycles,
+        "the new master storing sends after",
+        &recovered,
+    )
+    .await;
+    assert!(quick || p99 <= 5.0, "{case}: p99 {p99:.2} s");
+}
