@@ -397,13 +397,23 @@ async fn apply_role(
             .map_err(|e| e.to_string())?;
         // A lease for the new epoch comes with the next beat: send it now.
         state.ha.beat_now();
-        adopt_topics(state);
         crate::start_writer_threads(state);
+        if was != (state.ha.role(), state.ha.master_epoch()) {
+            // It writes the topic table: off the runtime's threads.
+            let s = Arc::clone(state);
+            if let Err(e) = tokio::task::spawn_blocking(move || adopt_topics(&s)).await {
+                tracing::error!(cause = %e, "the topic adoption stopped");
+            }
+            // Timers from the progress copied from the old master.
+            state.timers.resume();
+        }
     } else {
         let Some(master_addr) = replicas.master_address.clone() else {
             return Ok(());
         };
         let ha = master_ha_address(client, &master_addr).await?;
+        // A slave delivers no timers; it copies its master's progress.
+        state.timers.pause();
         state
             .ha
             .become_slave(id, replicas.master_epoch, &ha, &master_addr)
@@ -418,26 +428,24 @@ async fn apply_role(
     Ok(())
 }
 
-/// Gives every topic whose messages this new master holds a
-/// configuration, if it has none yet: a slave copies its master's topics
-/// periodically (`syncBrokerMetadataPeriod`), and one created just before
-/// the switch would otherwise be refused to its consumers
-/// (`TOPIC_NOT_EXIST`) though its messages are here. Such a topic gets
-/// `defaultTopicQueueNums` queues, or more when its messages are in more.
+/// Makes every queue this new master holds messages in readable: a slave
+/// copies its master's topics periodically, and a topic created (or given
+/// more queues) just before the switch would otherwise be refused to its
+/// consumers (`TOPIC_NOT_EXIST`), or its new queues left out of its route,
+/// though the messages are here.
 fn adopt_topics(state: &BrokerState) {
-    let least = state.config().broker.default_topic_queue_nums;
     let mut queues: BTreeMap<String, i32> = BTreeMap::new();
     for (topic, queue_id, _) in state.store.queues() {
-        let n = queues.entry(topic).or_insert(least);
+        let n = queues.entry(topic).or_insert(0);
         *n = (*n).max(queue_id + 1);
     }
-    match state.topics.adopt_missing(queues) {
-        Ok(created) if !created.is_empty() => {
-            tracing::warn!(topics = ?created, "topics created from their queues: the old master's configuration had not been copied yet");
+    match state.topics.adopt_queues(queues) {
+        Ok(adopted) if !adopted.is_empty() => {
+            tracing::warn!(topics = ?adopted, "topics created or given more readable queues from the queues in the store: the old master's configuration had not been copied yet");
             state.topics_changed.notify_one();
         }
         Ok(_) => {}
-        Err(e) => tracing::error!(cause = %e, "cannot create topics found in the queues"),
+        Err(e) => tracing::error!(cause = %e, "cannot make every queue in the store readable"),
     }
 }
 

@@ -1,17 +1,18 @@
 //! A slave copies its master's metadata every 3 s, as RocketMQ's slaves
 //! do: topics (`GET_ALL_TOPIC_CONFIG`), subscription groups
 //! (`GET_ALL_SUBSCRIPTIONGROUP_CONFIG`), consumer offsets
-//! (`GET_ALL_CONSUMER_OFFSET`) and the delay levels' delivery progress
-//! (`GET_ALL_DELAY_OFFSET`), so that it serves consumers with its master's
-//! settings and positions, and, elected master, does not deliver again what
-//! its master delivered. What the master has, the slave takes; what only the
-//! slave has, it keeps.
+//! (`GET_ALL_CONSUMER_OFFSET`), the delay levels' delivery progress
+//! (`GET_ALL_DELAY_OFFSET`) and the timer wheel's (`GET_TIMER_CHECK_POINT`),
+//! so that it serves consumers with its master's settings and positions,
+//! and, elected master, does not deliver again what its master delivered.
+//! What the master has, the slave takes; what only the slave has, it keeps
+//! (the timer wheel's progress, one position, is the master's).
 
 use std::{sync::Arc, time::Duration};
 
 use remoting_net::{CancellationToken, RemotingClient};
 use remoting_protocol::{
-    body::{self, SubscriptionGroupWrapper, TopicConfigSerializeWrapper},
+    body::{self, SubscriptionGroupWrapper, TimerCheckpoint, TopicConfigSerializeWrapper},
     RemotingCommand, RequestCode, ResponseCode,
 };
 
@@ -33,6 +34,8 @@ pub struct Copied {
     pub offsets: usize,
     /// Delay levels whose delivery progress moved.
     pub delay_levels: usize,
+    /// Whether the timer wheel's queue positions moved.
+    pub timers: bool,
 }
 
 /// Copies the master's metadata every [`PERIOD`] until `shutdown`.
@@ -113,6 +116,21 @@ pub async fn copy_once(
         .map_err(|e| e.to_string())?;
     if answer.response_code() == ResponseCode::SUCCESS {
         copied.delay_levels = state.schedule.copy_from(&answer.body)?;
+    }
+    // The timer wheel's progress, for the same reason; written to disk off
+    // the runtime's threads.
+    let request = RemotingCommand::request(RequestCode::GET_TIMER_CHECK_POINT);
+    let answer = client
+        .invoke(master, request, TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    if answer.response_code() == ResponseCode::SUCCESS {
+        let checkpoint = TimerCheckpoint::decode(&answer.body)?;
+        let state_timers = Arc::clone(&state.timers);
+        copied.timers = tokio::task::spawn_blocking(move || state_timers.adopt(&checkpoint))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("cannot keep the timer progress: {e}"))?;
     }
     Ok(copied)
 }

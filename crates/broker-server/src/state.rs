@@ -85,7 +85,7 @@ pub struct BrokerState {
     /// Orderly consumers' queue locks.
     pub locks: RebalanceLocks,
     /// Timer messages.
-    pub timers: TimerWheel,
+    pub timers: Arc<TimerWheel>,
     /// Which transactional half messages have ended.
     pub transactions: Transactions,
     /// Users, policies and the access checks.
@@ -229,7 +229,7 @@ impl BrokerState {
             subscriptions,
             schedule,
             locks: RebalanceLocks::default(),
-            timers,
+            timers: Arc::new(timers),
             clients: ClientRegistry::default(),
             grpc_producers: TelemetryProducers::default(),
             store_host,

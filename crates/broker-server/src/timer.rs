@@ -20,6 +20,12 @@
 //! delivers again what was delivered after the last progress write (at
 //! least once).
 //!
+//! Only a master delivers. A slave copies its master's progress
+//! (`GET_TIMER_CHECK_POINT`, see [`TimerWheel::adopt`]) and, elected master,
+//! rebuilds its wheel from it ([`TimerWheel::recover`]): it delivers what
+//! its master had not, not the whole timer queue again. A master demoted to
+//! slave stops delivering ([`TimerWheel::pause`]).
+//!
 //! # Invariants
 //! - Every entry of the timer queue below `enqueue_offset` whose due time is
 //!   at or before `delivered_until` has been delivered; every other entry
@@ -42,6 +48,7 @@ use message_model::{
     properties::{keys, Properties},
     MessageToStore,
 };
+use remoting_protocol::body::{DataVersion, TimerCheckpoint};
 use serde::{Deserialize, Serialize};
 use store::MessageStore;
 
@@ -142,6 +149,26 @@ struct Wheel {
     /// (due ms, timer-queue offset) → the message.
     pending: BTreeMap<(i64, i64), Pending>,
     progress: Progress,
+    /// Whether this wheel delivers (its broker is master): set by
+    /// [`TimerWheel::recover`], cleared by [`TimerWheel::pause`].
+    active: bool,
+    /// [`TimerWheel::resume`] asked the thread to rebuild the wheel.
+    resume: bool,
+}
+
+impl Wheel {
+    /// The oldest timer-queue offset still pending; what a rebuilt wheel
+    /// reads from. A paused wheel keeps the one it had (or was given).
+    fn floor(&self) -> i64 {
+        if !self.active {
+            return self.progress.floor_offset;
+        }
+        self.pending
+            .keys()
+            .map(|&(_, offset)| offset)
+            .min()
+            .unwrap_or(self.progress.enqueue_offset)
+    }
 }
 
 /// Figures of the timer wheel.
@@ -192,6 +219,8 @@ impl TimerWheel {
             wheel: Mutex::new(Wheel {
                 pending: BTreeMap::new(),
                 progress,
+                active: false,
+                resume: false,
             }),
             pending: AtomicUsize::new(0),
             delivered: AtomicU64::new(0),
@@ -208,9 +237,11 @@ impl TimerWheel {
 
     /// Rebuilds the wheel from the timer queue: entries between the oldest
     /// pending one and the last one read that are due after the delivered
-    /// instant.
+    /// instant. From then on the wheel delivers.
     pub fn recover(&self, store: &MessageStore) {
         let mut w = self.lock();
+        w.pending.clear();
+        w.active = true;
         let min = store.min_offset_in_queue(TIMER_TOPIC, 0);
         let max = store.max_offset_in_queue(TIMER_TOPIC, 0);
         let p = &mut w.progress;
@@ -234,6 +265,74 @@ impl TimerWheel {
         if !w.pending.is_empty() {
             tracing::info!(pending = w.pending.len(), from, to, "timer wheel recovered");
         }
+    }
+
+    /// Stops delivering (the broker is no longer master) and forgets the
+    /// pending entries; the progress stays, and [`TimerWheel::recover`]
+    /// rebuilds the wheel from it.
+    pub fn pause(&self) {
+        let mut w = self.lock();
+        w.resume = false;
+        if !w.active {
+            return;
+        }
+        w.progress.floor_offset = w.floor();
+        w.active = false;
+        w.pending.clear();
+        self.pending.store(0, Ordering::Relaxed);
+    }
+
+    /// Has the running thread rebuild the wheel from the progress
+    /// ([`TimerWheel::recover`]) and deliver again (the broker became
+    /// master).
+    pub fn resume(&self) {
+        self.lock().resume = true;
+        self.service.wake();
+    }
+
+    /// The progress as `GET_TIMER_CHECK_POINT` answers it: delivered up to
+    /// `lastReadTimeMs`, pending from `lastTimerQueueOffset`, read up to
+    /// `masterTimerQueueOffset`.
+    pub fn checkpoint(&self) -> TimerCheckpoint {
+        let w = self.lock();
+        TimerCheckpoint {
+            last_read_time_ms: w.progress.delivered_until,
+            last_timer_log_flush_pos: 0,
+            last_timer_queue_offset: w.floor(),
+            master_timer_queue_offset: w.progress.enqueue_offset,
+            data_version: DataVersion {
+                timestamp: message_model::now_ms(),
+                ..DataVersion::default()
+            },
+        }
+    }
+
+    /// Takes a master's progress ([`TimerWheel::checkpoint`]) as this
+    /// wheel's, while it does not deliver itself, and writes it. Returns
+    /// whether its timer-queue positions moved (the delivered instant
+    /// follows the master's clock and is not counted).
+    ///
+    /// # Errors
+    /// The progress cannot be written.
+    pub fn adopt(&self, master: &TimerCheckpoint) -> std::io::Result<bool> {
+        let moved = {
+            let mut w = self.lock();
+            let enqueue_offset = master.master_timer_queue_offset.max(0);
+            let theirs = Progress {
+                enqueue_offset,
+                delivered_until: master.last_read_time_ms,
+                floor_offset: master.last_timer_queue_offset.clamp(0, enqueue_offset),
+            };
+            if w.active || w.progress == theirs {
+                return Ok(false);
+            }
+            let moved = (w.progress.enqueue_offset, w.progress.floor_offset)
+                != (theirs.enqueue_offset, theirs.floor_offset);
+            w.progress = theirs;
+            moved
+        };
+        self.persist()?;
+        Ok(moved)
     }
 
     /// Whether another timer may be accepted (the wheel is not full).
@@ -264,6 +363,15 @@ impl TimerWheel {
     /// when the next entry is due. A store refusal leaves the entry pending.
     pub fn advance(&self, store: &MessageStore, now_ms: i64) -> Option<i64> {
         let mut w = self.lock();
+        if w.resume {
+            w.resume = false;
+            drop(w);
+            self.recover(store);
+            w = self.lock();
+        }
+        if !w.active {
+            return None;
+        }
         let max = store.max_offset_in_queue(TIMER_TOPIC, 0);
         while w.progress.enqueue_offset < max {
             let offset = w.progress.enqueue_offset;
@@ -341,13 +449,7 @@ impl TimerWheel {
     pub fn persist(&self) -> std::io::Result<()> {
         let progress = {
             let mut w = self.lock();
-            let floor = w
-                .pending
-                .keys()
-                .map(|&(_, offset)| offset)
-                .min()
-                .unwrap_or(w.progress.enqueue_offset);
-            w.progress.floor_offset = floor;
+            w.progress.floor_offset = w.floor();
             w.progress
         };
         let text = serde_json::to_vec(&progress).map_err(std::io::Error::other)?;
@@ -524,10 +626,80 @@ mod tests {
     }
 
     #[test]
+    fn a_slave_taking_its_masters_checkpoint_delivers_only_what_the_master_had_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let master = TimerWheel::load(&dir.path().join("master"), 100).unwrap();
+        master.recover(&store);
+        let base = message_model::now_ms() + 60_000;
+        for (i, due) in [base + 100, base + 200, base + 300].iter().enumerate() {
+            let mut m = message(&format!("KEYS\u{1}k{i}\u{2}"));
+            to_timer(&mut m, *due);
+            store.put_message(&m).unwrap();
+        }
+        wait_indexed(&store, TIMER_TOPIC, 0, 3);
+        assert_eq!(master.advance(&store, base + 150), Some(base + 200));
+        assert_eq!(master.stats().delivered, 1);
+        // Through the wire's bytes, as a slave receives it.
+        let body = master.checkpoint().encode();
+        let checkpoint = TimerCheckpoint::decode(&body).unwrap();
+        assert_eq!(checkpoint.master_timer_queue_offset, 3);
+        assert_eq!(checkpoint.last_timer_queue_offset, 1, "k0 is out");
+
+        // A slave (no wheel of its own running) takes it, and keeps it.
+        let slave_dir = dir.path().join("slave");
+        let slave = TimerWheel::load(&slave_dir, 100).unwrap();
+        assert!(slave.adopt(&checkpoint).unwrap());
+        assert!(!slave.adopt(&checkpoint).unwrap(), "nothing new");
+        let later = TimerCheckpoint {
+            last_read_time_ms: checkpoint.last_read_time_ms + 10,
+            ..checkpoint
+        };
+        assert!(!slave.adopt(&later).unwrap(), "the clock alone moved");
+        assert_eq!(
+            slave.advance(&store, base + 1_000),
+            None,
+            "a slave delivers nothing"
+        );
+        assert_eq!(slave.stats().delivered, 0);
+        // Elected master: it rebuilds from the copied progress.
+        master.pause();
+        assert_eq!(master.advance(&store, base + 1_000), None);
+        assert_eq!(
+            master.stats().delivered,
+            1,
+            "a paused wheel delivers nothing"
+        );
+        // Resumed, a wheel rebuilds what is pending; paused again.
+        master.resume();
+        assert_eq!(master.advance(&store, base + 150), Some(base + 200));
+        assert_eq!(master.stats().pending, 2);
+        master.pause();
+        let elected = TimerWheel::load(&slave_dir, 100).unwrap();
+        elected.recover(&store);
+        assert_eq!(elected.stats().pending, 2);
+        assert_eq!(elected.advance(&store, base + 1_000), None);
+        assert_eq!(elected.stats().delivered, 2);
+        // A last message after the deliveries: once it is indexed, every
+        // delivery before it is too.
+        store.put_message(&message("KEYS\u{1}end\u{2}")).unwrap();
+        wait_indexed(&store, "T", 1, 4);
+        assert_eq!(
+            store.max_offset_in_queue("T", 1),
+            4,
+            "each timer delivered once, then the last message"
+        );
+        // A delivering wheel ignores a checkpoint.
+        assert!(!elected.adopt(&checkpoint).unwrap());
+        store.shutdown();
+    }
+
+    #[test]
     fn a_full_wheel_has_no_room() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
         let wheel = TimerWheel::load(&dir.path().join("config"), 1).unwrap();
+        wheel.recover(&store);
         assert!(wheel.has_room());
         let mut m = message("");
         to_timer(&mut m, message_model::now_ms() + 60_000);

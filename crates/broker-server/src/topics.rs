@@ -248,32 +248,40 @@ impl TopicManager {
         Ok((config, changed))
     }
 
-    /// Creates, read-write with `queues` queues, each of `topics` this
-    /// broker has no configuration for (a slave elected master before it
-    /// copied a new topic's configuration still holds its messages).
-    /// Returns the topics created.
+    /// Makes every queue of `topics` (name and how many queues the store
+    /// holds messages in) readable: a topic this broker has no
+    /// configuration for is created read-write with that many queues, and
+    /// one with fewer readable queues gets that many (its writable queues
+    /// and permission stay). A slave elected master before it copied a new
+    /// topic's configuration, or a change of its queue count, still holds
+    /// the messages. Returns the topics created or changed.
     ///
     /// # Errors
     /// The topic table cannot be written.
-    pub fn adopt_missing(
+    pub fn adopt_queues(
         &self,
         topics: impl IntoIterator<Item = (String, i32)>,
     ) -> std::io::Result<Vec<String>> {
-        let mut created = Vec::new();
+        let mut adopted = Vec::new();
         for (topic, queues) in topics {
-            if self.get(&topic).is_some() {
-                continue;
-            }
-            self.put(TopicConfig {
-                topic_name: topic.clone(),
-                read_queue_nums: queues,
-                write_queue_nums: queues,
-                perm: PERM_READ | PERM_WRITE,
-                ..TopicConfig::default()
-            })?;
-            created.push(topic);
+            let config = match self.get(&topic) {
+                Some(known) if known.read_queue_nums >= queues => continue,
+                Some(known) => TopicConfig {
+                    read_queue_nums: queues,
+                    ..known
+                },
+                None => TopicConfig {
+                    topic_name: topic.clone(),
+                    read_queue_nums: queues,
+                    write_queue_nums: queues,
+                    perm: PERM_READ | PERM_WRITE,
+                    ..TopicConfig::default()
+                },
+            };
+            self.put(config)?;
+            adopted.push(topic);
         }
-        Ok(created)
+        Ok(adopted)
     }
 
     /// The topic for a send, creating it from the template topic when it is
@@ -370,24 +378,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn topics_found_in_the_queues_are_adopted_and_known_ones_stay_as_they_are() {
+    fn every_queue_found_in_the_store_becomes_readable() {
         let dir = tempfile::tempdir().unwrap();
         let topics = TopicManager::load(dir.path(), true, 8).unwrap();
-        topics
-            .put(TopicConfig {
-                topic_name: "Known".into(),
-                read_queue_nums: 2,
-                write_queue_nums: 2,
-                perm: PERM_READ,
-                ..TopicConfig::default()
-            })
+        for (name, queues) in [("Known", 4), ("Grown", 2)] {
+            topics
+                .put(TopicConfig {
+                    topic_name: name.into(),
+                    read_queue_nums: queues,
+                    write_queue_nums: queues,
+                    perm: PERM_READ,
+                    ..TopicConfig::default()
+                })
+                .unwrap();
+        }
+        let adopted = topics
+            .adopt_queues([
+                ("Known".to_owned(), 4),
+                ("Grown".to_owned(), 4),
+                ("Lost".to_owned(), 3),
+            ])
             .unwrap();
-        let created = topics
-            .adopt_missing([("Known".to_owned(), 4), ("Lost".to_owned(), 3)])
-            .unwrap();
-        assert_eq!(created, ["Lost"]);
+        assert_eq!(adopted, ["Grown", "Lost"]);
         let known = topics.get("Known").unwrap();
-        assert_eq!((known.read_queue_nums, known.perm), (2, PERM_READ));
+        assert_eq!((known.read_queue_nums, known.perm), (4, PERM_READ));
+        let grown = topics.get("Grown").unwrap();
+        assert_eq!(
+            (grown.read_queue_nums, grown.write_queue_nums, grown.perm),
+            (4, 2, PERM_READ),
+            "only its readable queues grow"
+        );
         let lost = topics.get("Lost").unwrap();
         assert_eq!((lost.read_queue_nums, lost.write_queue_nums), (3, 3));
         assert_eq!(lost.perm, PERM_READ | PERM_WRITE);

@@ -177,3 +177,97 @@ async fn a_master_cut_off_from_the_controllers_stops_taking_writes_when_its_leas
     );
     a.broker.shutdown().await;
 }
+
+/// The bodies in `topic`'s queue 0 on `b`.
+fn bodies(b: &TestBroker, topic: &str) -> Vec<Vec<u8>> {
+    let store = &b.broker.state().store;
+    (0..store.max_offset_in_queue(topic, 0))
+        .filter_map(|i| store.queue_entry(topic, 0, i))
+        .filter_map(|e| store.lookup_message(e.commit_log_offset as u64))
+        .map(|r| match message_model::record::check(&r, false) {
+            message_model::record::Record::Message(m) => m.body.to_vec(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_master_does_not_deliver_again_the_timers_its_master_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut controllers =
+        LocalGroup::start(dir.path().join("controllers"), 3, Duration::from_secs(1)).await;
+    let addr = controllers.controller_addr();
+    let a = TestBroker::start(&settings(&addr, None)).await;
+    wait_until("the first broker becomes master", || {
+        a.broker.state().ha.master().is_some()
+    })
+    .await;
+    let b = TestBroker::start(&settings(&addr, Some(&a.namesrv))).await;
+    wait_until("the second broker joins the in-sync set", || {
+        in_sync(&a) == 2
+    })
+    .await;
+    a.create_topic("Timed", 1).await;
+
+    // A timer the master delivers, and whose delivery the slave learns.
+    let r = a
+        .invoke(send_request(
+            "Timed",
+            0,
+            b"early",
+            "TIMER_DELAY_MS\u{1}100\u{2}",
+        ))
+        .await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{r:?}");
+    a.until_dispatched("Timed", 0, 1).await;
+    let delivered = a.broker.state().timers.checkpoint();
+    assert_eq!(delivered.master_timer_queue_offset, 1);
+    wait_until("the slave copies the timer progress", || {
+        let copied = b.broker.state().timers.checkpoint();
+        copied.master_timer_queue_offset == 1
+            && copied.last_read_time_ms >= delivered.last_read_time_ms
+    })
+    .await;
+
+    // The master dies; the slave, elected, takes a new timer. Had it read
+    // the timer queue from its start, "early" would go out again before
+    // "late" (it is overdue, and due first).
+    let (a_broker, a_client, _, _a_dir) = a.into_parts();
+    a_client.close_all().await;
+    a_broker.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = b
+            .invoke(send_request(
+                "Timed",
+                0,
+                b"late",
+                "TIMER_DELAY_MS\u{1}500\u{2}",
+            ))
+            .await;
+        if r.response_code() != ResponseCode::SERVICE_NOT_AVAILABLE {
+            assert!(
+                [ResponseCode::SUCCESS, ResponseCode::SLAVE_NOT_AVAILABLE]
+                    .contains(&r.response_code()),
+                "{r:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new master never took a send: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_until("the new master delivers the late timer", || {
+        bodies(&b, "Timed").contains(&b"late".to_vec())
+    })
+    .await;
+    assert_eq!(
+        bodies(&b, "Timed"),
+        [b"early".to_vec(), b"late".to_vec()],
+        "each timer delivered once"
+    );
+    b.broker.shutdown().await;
+    controllers.stop_all().await;
+}

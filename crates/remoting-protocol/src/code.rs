@@ -98,6 +98,7 @@ open_code! {
         GET_ALL_DELAY_OFFSET = 45,
         CHECK_CLIENT_CONFIG = 46,
         GET_CLIENT_CONFIG = 47,
+        GET_TIMER_CHECK_POINT = 60,
         PUT_KV_CONFIG = 100,
         GET_KV_CONFIG = 101,
         DELETE_KV_CONFIG = 102,

@@ -303,3 +303,37 @@ fn codec_decodes_back_to_back_frames_from_one_buffer() {
     assert_eq!(codec.decode(&mut buf).unwrap(), Some(b));
     assert_eq!(codec.decode(&mut buf).unwrap(), None);
 }
+
+/// `GET_TIMER_CHECK_POINT`'s body: RocketMQ's `TimerCheckpoint` layout,
+/// seven big-endian longs (read time, timer log flush position, timer queue
+/// offset, master timer queue offset, then the data version's state
+/// version, timestamp and counter); older writers stop after the fourth.
+#[test]
+fn timer_checkpoint_body_is_rocketmqs_layout() {
+    use remoting_protocol::body::{DataVersion, TimerCheckpoint};
+    let mut bytes = Vec::new();
+    for v in [1_700_000_000_123_i64, 0, 41, 57, 3, 1_700_000_000_999, 9] {
+        bytes.put_i64(v);
+    }
+    let cp = TimerCheckpoint::decode(&bytes).unwrap();
+    assert_eq!(
+        cp,
+        TimerCheckpoint {
+            last_read_time_ms: 1_700_000_000_123,
+            last_timer_log_flush_pos: 0,
+            last_timer_queue_offset: 41,
+            master_timer_queue_offset: 57,
+            data_version: DataVersion {
+                state_version: 3,
+                timestamp: 1_700_000_000_999,
+                counter: 9,
+            },
+        }
+    );
+    assert_eq!(cp.encode(), bytes);
+    let short = TimerCheckpoint::decode(&bytes[..32]).unwrap();
+    assert_eq!(short.master_timer_queue_offset, 57);
+    assert_eq!(short.data_version, DataVersion::default());
+    let err = TimerCheckpoint::decode(&bytes[..40]).unwrap_err();
+    assert!(err.contains("not 40"), "{err}");
+}

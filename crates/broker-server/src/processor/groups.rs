@@ -58,6 +58,13 @@ pub(crate) fn delete(state: &BrokerState, req: &RemotingCommand) -> RemotingComm
     req.response_to(ResponseCode::SUCCESS, None)
 }
 
+/// How far the timer wheel delivered (`GET_TIMER_CHECK_POINT`), in
+/// RocketMQ's checkpoint layout.
+pub(crate) fn timer_checkpoint(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
+    req.response_to(ResponseCode::SUCCESS, None)
+        .with_body(state.timers.checkpoint().encode())
+}
+
 /// How far each delay level was delivered, as `delayOffset.json` holds it.
 pub(crate) fn delay_offsets(state: &BrokerState, req: &RemotingCommand) -> RemotingCommand {
     req.response_to(ResponseCode::SUCCESS, None)

@@ -177,6 +177,7 @@ pub static TABLE: &[Route] = {
         admin(C::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups::get_all),
         admin(C::DELETE_SUBSCRIPTIONGROUP, groups::delete),
         admin(C::GET_ALL_DELAY_OFFSET, groups::delay_offsets),
+        admin(C::GET_TIMER_CHECK_POINT, groups::timer_checkpoint),
         admin(C::GET_ALL_TOPIC_CONFIG, topic_admin::all_topic_config),
         admin(C::GET_TOPIC_CONFIG, topic_admin::topic_config),
         admin(C::GET_TOPIC_STATS_INFO, topic_admin::topic_stats),

@@ -28,6 +28,7 @@ mod namesrv;
 mod route;
 mod stats;
 mod subscription;
+mod timer;
 
 pub use admin::ResetOffsetBody;
 pub use admin::{
@@ -56,6 +57,7 @@ pub use stats::{java_double, BrokerStatsData, BrokerStatsItem};
 pub use subscription::{
     GroupRetryPolicy, SubscriptionGroupConfig, SubscriptionGroupWrapper, GROUP_RETRY_POLICY_TYPES,
 };
+pub use timer::TimerCheckpoint;
 
 /// Why a body could not be read.
 #[derive(Debug, Error)]
