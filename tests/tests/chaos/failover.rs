@@ -5,9 +5,14 @@
 //! - kill -9 of the master and of the controller leader at once;
 //! - two slaves lost at once (kill -9), the master going on alone;
 //! - a topic created, and written to, just before its master is killed;
-//! - kill -9 of the master in a group of two replicas.
+//! - kill -9 of the master in a group of two replicas;
+//! - the milestones of a failover after kill -9 of the master.
 
 use consumer_client::{ConsumerConfig, PullConsumer, PullStatus};
+use remoting_protocol::{
+    body::{from_json, TopicRouteData},
+    header::GetRouteInfoRequestHeader,
+};
 
 use super::{
     replication::{e2e_stores, percentile, replication_env, summary, Cluster, LEASE_MS},
@@ -28,7 +33,8 @@ async fn conclude(case: &str, cluster: Cluster, cycles: usize, what_times: &str,
 }
 
 /// SIGKILL of the master and of the controller leader together: a new
-/// controller leader is elected, then a new master.
+/// controller leader is elected, then, once the old master's lease must
+/// have ended (the new leader waits a whole lease), a new master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replication_kill_9_of_the_master_and_the_controller_leader_at_once() {
     let case = "replication: kill -9 master and controller leader";
@@ -37,7 +43,7 @@ async fn replication_kill_9_of_the_master_and_the_controller_leader_at_once() {
     };
     let cycles = if env.quick { 1 } else { 10 };
     let mut cluster = Cluster::start_with(&env, &ns_bin, "repl-both", 3, None).await;
-    let mut recovered = Vec::new();
+    let (mut writable, mut recovered) = (Vec::new(), Vec::new());
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
         cluster.wait_in_sync(&what).await;
@@ -48,26 +54,25 @@ async fn replication_kill_9_of_the_master_and_the_controller_leader_at_once() {
         cluster.brokers[victim].kill().unwrap();
         cluster.controllers.kill(leader);
         let killed = Instant::now();
+        // The issue's bound is on the new master taking sends; the producer
+        // has one acknowledged a little later (its next route read).
+        cluster.new_master_storing(&master, epoch, &what).await;
+        writable.push(killed.elapsed().as_secs_f64());
         recovered.push(cluster.recovered_after(killed, &what).await.as_secs_f64());
-        let (now, now_epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
-        assert!(now != master && now_epoch > epoch, "{what}");
         cluster.controllers.spawn(leader);
         cluster.brokers[victim].restart().unwrap();
     }
-    let mut sorted = recovered.clone();
+    let mut sorted = writable.clone();
     sorted.sort_by(f64::total_cmp);
     let p99 = percentile(&sorted, 0.99);
     let quick = env.quick;
-    conclude(
-        case,
-        cluster,
-        cycles,
-        "a send acknowledged again after",
-        &recovered,
-    )
-    .await;
+    let label = format!(
+        "a new master storing sends after {}; a send acknowledged again after",
+        summary(&writable)
+    );
+    conclude(case, cluster, cycles, &label, &recovered).await;
     // Judged on the full run's cycles only, like the master's kill alone.
-    assert!(quick || p99 <= 5.0, "{case}: p99 {p99:.2} s");
+    assert!(quick || p99 <= 5.0, "{case}: writable after p99 {p99:.2} s");
 }
 
 /// Both slaves killed at once: the master, alone in sync, goes on storing
@@ -277,4 +282,111 @@ async fn replication_kill_9_of_the_master_of_two_replicas() {
     )
     .await;
     assert!(quick || p99 <= 5.0, "{case}: p99 {p99:.2} s");
+}
+
+/// Whether every name server routes the group's master id to `master`.
+async fn routes_to(cluster: &Cluster, master: &str) -> bool {
+    for namesrv in cluster.controllers_namesrv().split(';') {
+        let request = RemotingCommand::request_with_header(
+            RequestCode::GET_ROUTEINFO_BY_TOPIC,
+            &GetRouteInfoRequestHeader {
+                topic: cluster.topic.clone(),
+                accept_standard_json_only: None,
+            },
+        );
+        let Ok(answer) = cluster
+            .client
+            .invoke(namesrv, request, Duration::from_secs(2))
+            .await
+        else {
+            return false;
+        };
+        let route: Option<TopicRouteData> = from_json(&answer.body).ok();
+        let routed = route.is_some_and(|r| {
+            r.broker_datas.iter().any(|b| {
+                b.broker_name == cluster.group()
+                    && b.broker_addrs.get(&0) == Some(&master.to_owned())
+            })
+        });
+        if !routed {
+            return false;
+        }
+    }
+    true
+}
+
+/// The milestones of a failover after kill -9 of the master, each from the
+/// kill: the controllers name a new master (election), it stores a send
+/// (writable), every name server routes to it (routes converged), and the
+/// producer has a send acknowledged (producer recovered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_failover_milestones_after_kill_9_of_the_master() {
+    let case = "replication: failover milestones";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let cycles = if env.quick { 2 } else { 10 };
+    let mut cluster = Cluster::start_with(&env, &ns_bin, "repl-miles", 3, None).await;
+    const NAMES: [&str; 4] = [
+        "election",
+        "writable",
+        "routes converged",
+        "producer recovered",
+    ];
+    let mut times: [Vec<f64>; 4] = Default::default();
+    for cycle in 0..cycles {
+        let what = format!("cycle {cycle}");
+        cluster.wait_in_sync(&what).await;
+        cluster.wait_acked(200, &what).await;
+        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
+        let victim = cluster.master_index(&master);
+        cluster.brokers[victim].kill().unwrap();
+        let killed = Instant::now();
+        let mut at: [Option<f64>; 4] = [None; 4];
+        let mut elected: Option<String> = None;
+        while at.iter().any(Option::is_none) {
+            assert!(
+                killed.elapsed() < Duration::from_secs(60),
+                "{what}: milestones {at:?} within 60 s"
+            );
+            let since = || Some(killed.elapsed().as_secs_f64());
+            if elected.is_none() {
+                if let Some((m, e)) = cluster.controllers.master(&cluster.client).await {
+                    if m != master && e > epoch {
+                        at[0] = since();
+                        elected = Some(m);
+                    }
+                }
+            }
+            if let Some(m) = &elected {
+                if at[1].is_none() && cluster.stores_sends(m).await {
+                    at[1] = since();
+                }
+                if at[2].is_none() && routes_to(&cluster, m).await {
+                    at[2] = since();
+                }
+            }
+            if at[3].is_none() {
+                at[3] = cluster.acked_after(killed).map(|d| d.as_secs_f64());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for (all, t) in times.iter_mut().zip(at) {
+            all.push(t.unwrap_or(f64::NAN));
+        }
+        cluster.brokers[victim].restart().unwrap();
+    }
+    let milestones = NAMES
+        .iter()
+        .zip(&times)
+        .map(|(name, t)| format!("{name} {}", summary(t)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (acked, lost, duplicates, others) = cluster.finish().await;
+    let figure = format!(
+        "{cycles} kills; {acked} acknowledged, {lost} lost, {duplicates} duplicates, {others} \
+         not SEND_OK; from the kill: {milestones} (lease {LEASE_MS} ms)"
+    );
+    assert_eq!(lost, 0, "{figure}");
+    println!("chaos: {case} | {figure} | PASS");
 }

@@ -34,6 +34,7 @@ use remoting_protocol::{
 use tokio::io::AsyncWriteExt;
 
 mod abuse;
+mod controllers;
 mod disk_full;
 mod failover;
 mod hostile;
