@@ -46,10 +46,7 @@ async fn replication_kill_9_of_the_master_and_the_controller_leader_at_once() {
     let (mut writable, mut recovered) = (Vec::new(), Vec::new());
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        cluster.wait_in_sync(&what).await;
-        cluster.wait_acked(200, &what).await;
-        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
-        let victim = cluster.master_index(&master);
+        let (master, epoch, victim) = cluster.settled_master(&what).await;
         let leader = cluster.controllers.leader(&cluster.client).await.unwrap();
         cluster.brokers[victim].kill().unwrap();
         cluster.controllers.kill(leader);
@@ -89,10 +86,7 @@ async fn replication_two_slaves_lost_at_once_leave_a_writable_master() {
     let mut alone = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        cluster.wait_in_sync(&what).await;
-        cluster.wait_acked(200, &what).await;
-        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
-        let m = cluster.master_index(&master);
+        let (master, epoch, m) = cluster.settled_master(&what).await;
         let slaves = [(m + 1) % 3, (m + 2) % 3];
         for s in slaves {
             cluster.brokers[s].kill().unwrap();
@@ -259,10 +253,7 @@ async fn replication_kill_9_of_the_master_of_two_replicas() {
     let mut recovered = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        cluster.wait_in_sync(&what).await;
-        cluster.wait_acked(200, &what).await;
-        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
-        let victim = cluster.master_index(&master);
+        let (master, epoch, victim) = cluster.settled_master(&what).await;
         cluster.brokers[victim].kill().unwrap();
         let killed = Instant::now();
         cluster.new_master_storing(&master, epoch, &what).await;
@@ -336,10 +327,7 @@ async fn replication_failover_milestones_after_kill_9_of_the_master() {
     let mut times: [Vec<f64>; 4] = Default::default();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        cluster.wait_in_sync(&what).await;
-        cluster.wait_acked(200, &what).await;
-        let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
-        let victim = cluster.master_index(&master);
+        let (master, epoch, victim) = cluster.settled_master(&what).await;
         cluster.brokers[victim].kill().unwrap();
         let killed = Instant::now();
         let mut at: [Option<f64>; 4] = [None; 4];

@@ -67,16 +67,6 @@ async fn start(case: &str, name: &str) -> Option<(E2eEnv, Cluster)> {
     Some((env, cluster))
 }
 
-/// The master, its epoch and its index among the brokers, once the group is
-/// in sync and has acknowledged 200 more sends.
-async fn settled_master(cluster: &Cluster, what: &str) -> (String, i32, usize) {
-    cluster.wait_in_sync(what).await;
-    cluster.wait_acked(200, what).await;
-    let (master, epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
-    let index = cluster.master_index(&master);
-    (master, epoch, index)
-}
-
 /// Waits until the controllers name a master other than `old`, of a later
 /// epoch than `epoch`; returns it.
 async fn another_master(cluster: &Cluster, old: &str, epoch: i32, what: &str) -> String {
@@ -150,7 +140,7 @@ async fn replication_partition_of_the_master_alone() {
     let mut recovered = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        let (master, epoch, m) = settled_master(&cluster, &what).await;
+        let (master, epoch, m) = cluster.settled_master(&what).await;
         let net = cluster.net.as_ref().unwrap();
         net.isolate(3 + m, &everyone_but(net, 6, 3 + m));
         let cut = Instant::now();
@@ -184,7 +174,7 @@ async fn replication_partition_of_the_master_and_a_slave_from_the_controllers() 
     let mut recovered = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        let (master, epoch, m) = settled_master(&cluster, &what).await;
+        let (master, epoch, m) = cluster.settled_master(&what).await;
         let (slave, third) = ((m + 1) % 3, (m + 2) % 3);
         let net = cluster.net.as_ref().unwrap();
         let controllers = controller_ips(&cluster);
@@ -223,7 +213,7 @@ async fn replication_partition_of_one_slave() {
     let mut pauses = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        let (master, epoch, m) = settled_master(&cluster, &what).await;
+        let (master, epoch, m) = cluster.settled_master(&what).await;
         let slave = 3 + (m + 1) % 3;
         let net = cluster.net.as_ref().unwrap();
         net.isolate(slave, &everyone_but(net, 6, slave));
@@ -256,7 +246,7 @@ async fn replication_partition_one_way_from_the_controllers_to_the_master() {
     let mut recovered = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
-        let (master, epoch, m) = settled_master(&cluster, &what).await;
+        let (master, epoch, m) = cluster.settled_master(&what).await;
         let net = cluster.net.as_ref().unwrap();
         net.deafen(3 + m, &controller_ips(&cluster));
         let cut = Instant::now();

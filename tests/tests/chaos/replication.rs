@@ -208,6 +208,16 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// The master, its epoch and its index among the brokers, once the
+    /// group is in sync and has acknowledged 200 more sends.
+    pub(super) async fn settled_master(&self, what: &str) -> (String, i32, usize) {
+        self.wait_in_sync(what).await;
+        self.wait_acked(200, what).await;
+        let (master, epoch) = self.controllers.master(&self.client).await.unwrap();
+        let index = self.master_index(&master);
+        (master, epoch, index)
+    }
+
     /// Whether `addr` stores a send to the cluster's topic now.
     pub(super) async fn stores_sends(&self, addr: &str) -> bool {
         e2e_stores(&self.client, addr, &self.topic).await
