@@ -147,17 +147,18 @@ impl Controllers {
         None
     }
 
-    /// The group's master (remoting address) and epoch, and how many
+    /// `group`'s master (remoting address) and epoch, and how many
     /// brokers are in sync, as the controller leader says.
     pub(super) async fn replica_info(
         &self,
         client: &RemotingClient,
+        group: &str,
     ) -> Option<(Option<(String, i32)>, usize)> {
         for i in 0..3 {
             let request = RemotingCommand::request_with_header(
                 RequestCode::CONTROLLER_GET_REPLICA_INFO,
                 &GetReplicaInfoRequestHeader {
-                    broker_name: GROUP.into(),
+                    broker_name: group.into(),
                 },
             );
             let Ok(answer) = client
@@ -181,7 +182,17 @@ impl Controllers {
         None
     }
 
+    /// The first group's master and epoch.
     pub(super) async fn master(&self, client: &RemotingClient) -> Option<(String, i32)> {
-        self.replica_info(client).await.and_then(|(m, _)| m)
+        self.master_of(client, GROUP).await
+    }
+
+    /// `group`'s master and epoch.
+    pub(super) async fn master_of(
+        &self,
+        client: &RemotingClient,
+        group: &str,
+    ) -> Option<(String, i32)> {
+        self.replica_info(client, group).await.and_then(|(m, _)| m)
     }
 }

@@ -13,7 +13,9 @@
 //!   reach each other and the producer);
 //! - one slave cut off from everyone;
 //! - a one-way cut: the master hears nothing from the controllers, while
-//!   what it sends them arrives.
+//!   what it sends them arrives;
+//! - with two groups, the first group's master cut off from everyone: the
+//!   second group acknowledges every send meanwhile.
 
 use super::{
     netns::Net,
@@ -261,6 +263,84 @@ async fn replication_partition_one_way_from_the_controllers_to_the_master() {
         cluster,
         cycles,
         (LONGEST_PAUSE, &recovered),
+        Some(FAILOVER_BOUND),
+    )
+    .await;
+}
+
+/// Two groups; the first group's master cut off from everyone: the first
+/// group elects another master, while the second, sent to directly all
+/// along, acknowledges every send (a fault in one group stalls no other).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_partition_of_one_groups_master_leaves_the_other_group_writable() {
+    let case = "replication: partition, one group's master of two groups";
+    let Some((env, ns_bin)) = replication_env(case) else {
+        return;
+    };
+    let Some(net) = Net::create(case, 9) else {
+        return;
+    };
+    let cluster = Cluster::start_groups(&env, &ns_bin, "part-groups", 2, 3, Some(net)).await;
+    let cycles = if env.quick { 1 } else { 5 };
+    let other = cluster.groups[1].clone();
+    let mut failovers = Vec::new();
+    let mut probes = Vec::new();
+    for cycle in 0..cycles {
+        let what = format!("cycle {cycle}");
+        let (master, epoch, m) = cluster.settled_master(&what).await;
+        let (other_master, _) = cluster
+            .controllers
+            .master_of(&cluster.client, &other)
+            .await
+            .unwrap();
+        let net = cluster.net.as_ref().unwrap();
+        net.isolate(3 + m, &everyone_but(net, 9, 3 + m));
+        let cut = Instant::now();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let failover = async {
+            cluster.new_master_storing(&master, epoch, &what).await;
+            done.store(true, Ordering::Relaxed);
+        };
+        let probe = async {
+            let mut codes = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let request = e2e_tests::send_request(&cluster.topic, codes.len());
+                let answer = cluster
+                    .client
+                    .invoke(&other_master, request, Duration::from_secs(5))
+                    .await;
+                codes.push(answer.map(|a| a.response_code()).map_err(|e| e.to_string()));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            codes
+        };
+        let ((), codes) = tokio::join!(failover, probe);
+        failovers.push(cut.elapsed().as_secs_f64());
+        net.heal();
+        assert_refuses_sends(&master, &cluster.topic, &what).await;
+        let refused: Vec<_> = codes
+            .iter()
+            .filter(|c| **c != Ok(ResponseCode::SUCCESS))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "{what}: {other} did not acknowledge {} of {} sends during the failover: {refused:?}",
+            refused.len(),
+            codes.len()
+        );
+        probes.push(codes.len());
+    }
+    let label = format!(
+        "{} sends to {other} during the failovers, all acknowledged; the first group's new \
+         master storing sends after",
+        probes.iter().sum::<usize>()
+    );
+    conclude(
+        case,
+        &env,
+        cluster,
+        cycles,
+        (&label, &failovers),
         Some(FAILOVER_BOUND),
     )
     .await;

@@ -28,12 +28,17 @@ use super::{controllers::Controllers, netns::Net, *};
 pub(super) const GROUP: &str = "chaos-repl";
 pub(super) const LEASE_MS: u64 = 2000;
 
-/// Controllers, a group of brokers, a topic, and a producer sending
-/// throughout; on loopback, or each node in a network namespace of `net`
-/// (controllers nodes 0-2, brokers from node 3 on).
+/// Controllers, groups of brokers, a topic on every group, and a producer
+/// sending throughout; on loopback, or each node in a network namespace of
+/// `net` (controllers nodes 0-2, brokers from node 3 on). The first group
+/// is [`GROUP`]; its brokers come first in `brokers`.
 pub(super) struct Cluster {
     pub(super) controllers: Controllers,
     pub(super) brokers: Vec<OwnBroker>,
+    /// The groups' broker names.
+    pub(super) groups: Vec<String>,
+    /// Brokers in each group.
+    replicas: usize,
     pub(super) client: RemotingClient,
     pub(super) topic: String,
     producer: Arc<Producer>,
@@ -51,8 +56,8 @@ impl Cluster {
         Self::start_with(env, ns_bin, name, 3, None).await
     }
 
-    /// Three controllers and `replicas` brokers, in `net`'s namespaces
-    /// when given.
+    /// Three controllers and one group of `replicas` brokers, in `net`'s
+    /// namespaces when given.
     pub(super) async fn start_with(
         env: &E2eEnv,
         ns_bin: &Path,
@@ -60,11 +65,29 @@ impl Cluster {
         replicas: usize,
         net: Option<Net>,
     ) -> Self {
+        Self::start_groups(env, ns_bin, name, 1, replicas, net).await
+    }
+
+    /// Three controllers and `groups` groups of `replicas` brokers each, in
+    /// `net`'s namespaces when given.
+    pub(super) async fn start_groups(
+        env: &E2eEnv,
+        ns_bin: &Path,
+        name: &str,
+        groups: usize,
+        replicas: usize,
+        net: Option<Net>,
+    ) -> Self {
         let dir = env.dir.clone().unwrap().join(unique(&format!("{name}-")));
         let place = |i: usize| net.as_ref().map(|n| n.place(i));
         let controllers = Controllers::start(ns_bin, &dir, (0..3).map(place).collect());
+        let group_names: Vec<String> = (0..groups)
+            .map(|g| match g {
+                0 => GROUP.to_owned(),
+                g => format!("{GROUP}-{}", g + 1),
+            })
+            .collect();
         let sets: Vec<String> = vec![
-            format!("brokerName={GROUP}"),
             "embeddedNamesrv=false".into(),
             format!("namesrvAddr={}", controllers.namesrv()),
             "enableControllerMode=true".into(),
@@ -76,31 +99,36 @@ impl Cluster {
             "slaveTimeout=2000".into(),
         ];
         let mut brokers = Vec::new();
-        for i in 0..replicas {
+        for i in 0..groups * replicas {
             let mut own = sets.clone();
+            own.push(format!("brokerName={}", group_names[i / replicas]));
             own.push(format!("haListenPort={}", free_port().unwrap()));
             let own: Vec<&str> = own.iter().map(String::as_str).collect();
             let at = dir.join(format!("b{i}"));
             brokers.push(OwnBroker::start_in(env, at, &own, &[], place(3 + i)).unwrap());
         }
         let client = RemotingClient::new(ClientOptions::default());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while controllers.master(&client).await.is_none() {
-            assert!(Instant::now() < deadline, "no master elected");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
         let topic = unique("Repl");
-        let (master, _) = controllers.master(&client).await.unwrap();
-        let create = e2e_tests::create_topic_request(&topic, 4);
-        let created = client
-            .invoke(&master, create, Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert_eq!(
-            created.response_code(),
-            ResponseCode::SUCCESS,
-            "{created:?}"
-        );
+        for group in &group_names {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let master = loop {
+                if let Some((master, _)) = controllers.master_of(&client, group).await {
+                    break master;
+                }
+                assert!(Instant::now() < deadline, "no master elected in {group}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            let create = e2e_tests::create_topic_request(&topic, 4);
+            let created = client
+                .invoke(&master, create, Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert_eq!(
+                created.response_code(),
+                ResponseCode::SUCCESS,
+                "{created:?}"
+            );
+        }
         let mut config = ProducerConfig::with_namesrv(&controllers.namesrv());
         // RocketMQ's default budget: a send caught by a frozen master
         // gives up after it, and the next one reads the route again.
@@ -110,6 +138,8 @@ impl Cluster {
         let mut cluster = Self {
             controllers,
             brokers,
+            groups: group_names,
+            replicas,
             client,
             topic,
             producer,
@@ -133,16 +163,24 @@ impl Cluster {
 
     /// Waits until the controllers count all brokers in sync.
     pub(super) async fn wait_in_sync(&self, what: &str) {
-        self.wait_in_sync_count(self.brokers.len(), what).await;
+        for group in &self.groups {
+            self.wait_group_in_sync(group, self.replicas, what).await;
+        }
     }
 
-    /// Waits until the controllers count `n` brokers in sync.
+    /// Waits until the controllers count `n` brokers of the first group in
+    /// sync.
     pub(super) async fn wait_in_sync_count(&self, n: usize, what: &str) {
+        self.wait_group_in_sync(GROUP, n, what).await;
+    }
+
+    /// Waits until the controllers count `n` brokers of `group` in sync.
+    async fn wait_group_in_sync(&self, group: &str, n: usize, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let in_sync = self
                 .controllers
-                .replica_info(&self.client)
+                .replica_info(&self.client, group)
                 .await
                 .map_or(0, |(_, n)| n);
             if in_sync == n {
@@ -150,7 +188,7 @@ impl Cluster {
             }
             assert!(
                 Instant::now() < deadline,
-                "{what}: the group never got back in sync"
+                "{what}: {group} never got back in sync"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -283,7 +321,10 @@ impl Cluster {
                 }
             }
         };
-        for q in queues.iter().filter(|q| q.broker_name == GROUP) {
+        for q in queues
+            .iter()
+            .filter(|q| self.groups.contains(&q.broker_name))
+        {
             let mut offset = 0;
             loop {
                 let r = consumer.pull(q, offset, 32).await.unwrap();
