@@ -2,7 +2,7 @@
 //! (`tests/tests/chaos/`) against real broker processes, each case pushing
 //! one limit and printing one line with its figure and PASS or FAIL; the
 //! lines are repeated as a table at the end. `--quick` is the short form CI
-//! runs (about six minutes); the full form writes more and runs longer
+//! runs (about four minutes); the full form writes more and runs longer
 //! (about half an hour). `--replication` runs only the replicated-group
 //! cases (controllers in name servers, brokers in controller mode, faults
 //! cycle after cycle, network partitions between namespaces).
