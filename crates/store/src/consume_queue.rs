@@ -75,6 +75,9 @@ pub struct ConsumeQueue {
     /// First entry whose message is still in the CommitLog (entries before
     /// it point at deleted files); only grows.
     min_logic: AtomicI64,
+    /// Recovery removed files after a missing one: the entries past its
+    /// end must be dispatched again.
+    cut_at_gap: bool,
 }
 
 impl ConsumeQueue {
@@ -96,7 +99,7 @@ impl ConsumeQueue {
         commit_log_end: u64,
     ) -> io::Result<Self> {
         let dir = Self::dir(root, topic, queue_id);
-        let mut files = FileQueue::load_files(&dir, file_size)?;
+        let (mut files, cut_at_gap) = FileQueue::load_files_to_gap(&dir, file_size)?;
         let mut end: Option<(usize, usize)> = None;
         'files: for (i, file) in files.iter_mut().enumerate() {
             let size = file.size();
@@ -145,6 +148,7 @@ impl ConsumeQueue {
             dir,
             max_offset: AtomicI64::new(max),
             min_logic: AtomicI64::new(0),
+            cut_at_gap,
         })
     }
 
@@ -158,7 +162,15 @@ impl ConsumeQueue {
             dir,
             max_offset: AtomicI64::new(0),
             min_logic: AtomicI64::new(0),
+            cut_at_gap: false,
         }
+    }
+
+    /// Whether recovery removed files of this queue after a missing one
+    /// (a power cut), so that its entries past [`ConsumeQueue::last_commit_log_end`]
+    /// must be dispatched again.
+    pub fn cut_at_gap(&self) -> bool {
+        self.cut_at_gap
     }
 
     /// Topic.

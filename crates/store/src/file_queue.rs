@@ -110,6 +110,21 @@ impl FileQueue {
     /// (its creation was interrupted, nothing was written to it) is removed
     /// instead.
     pub fn load_files(dir: &Path, file_size: usize) -> io::Result<Vec<MappedFile>> {
+        Self::load(dir, file_size, false).map(|(files, _)| files)
+    }
+
+    /// [`FileQueue::load_files`] for a log that can be rebuilt (a
+    /// ConsumeQueue): where a file is missing (a power cut lost its
+    /// directory entry), the files after the gap are removed instead of
+    /// refused. Returns the files and whether any were removed so.
+    ///
+    /// # Errors
+    /// As [`FileQueue::load_files`], gaps aside.
+    pub fn load_files_to_gap(dir: &Path, file_size: usize) -> io::Result<(Vec<MappedFile>, bool)> {
+        Self::load(dir, file_size, true)
+    }
+
+    fn load(dir: &Path, file_size: usize, cut_at_gap: bool) -> io::Result<(Vec<MappedFile>, bool)> {
         fs::create_dir_all(dir)?;
         let mut offsets = Vec::new();
         for entry in fs::read_dir(dir)? {
@@ -121,6 +136,29 @@ impl FileQueue {
             }
         }
         offsets.sort_unstable();
+        if cut_at_gap {
+            if let Some(gap) =
+                (1..offsets.len()).find(|&i| offsets[i] != offsets[i - 1] + file_size as u64)
+            {
+                for &offset in &offsets[gap..] {
+                    let path = dir.join(file_name(offset));
+                    tracing::warn!(
+                        path = %path.display(),
+                        "removing a queue file past a missing one; its entries are dispatched again from the CommitLog"
+                    );
+                    fs::remove_file(&path)?;
+                }
+                fs::File::open(dir)?.sync_all()?;
+                offsets.truncate(gap);
+                return Self::open_all(dir, file_size, &offsets).map(|files| (files, true));
+            }
+        }
+        Self::open_all(dir, file_size, &offsets).map(|files| (files, false))
+    }
+
+    /// Opens the files at `offsets` (sorted), refusing a gap, removing an
+    /// empty last file.
+    fn open_all(dir: &Path, file_size: usize, offsets: &[u64]) -> io::Result<Vec<MappedFile>> {
         let mut files = Vec::with_capacity(offsets.len());
         for (i, &offset) in offsets.iter().enumerate() {
             if i > 0 && offset != offsets[i - 1] + file_size as u64 {
@@ -624,6 +662,28 @@ mod tests {
         fs::write(&empty, vec![0; 4096]).unwrap();
         fs::File::create(dir.path().join(file_name(0))).unwrap();
         assert!(FileQueue::load_files(dir.path(), 4096).is_err());
+    }
+
+    #[test]
+    fn a_rebuildable_queue_drops_the_files_after_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = FileQueue::new(dir.path(), FileFactory::plain(4096), Vec::new(), false);
+        for offset in [0, 4096, 8192, 12288] {
+            q.create_next(offset).unwrap();
+        }
+        drop(q);
+        fs::remove_file(dir.path().join(file_name(4096))).unwrap();
+        assert!(
+            FileQueue::load_files(dir.path(), 4096).is_err(),
+            "a CommitLog with a gap is refused"
+        );
+        let (files, cut) = FileQueue::load_files_to_gap(dir.path(), 4096).unwrap();
+        assert!(cut);
+        assert_eq!(files.len(), 1);
+        assert!(!dir.path().join(file_name(8192)).exists());
+        assert!(!dir.path().join(file_name(12288)).exists());
+        let (files, cut) = FileQueue::load_files_to_gap(dir.path(), 4096).unwrap();
+        assert_eq!((files.len(), cut), (1, false), "nothing more to cut");
     }
 
     #[test]

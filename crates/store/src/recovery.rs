@@ -78,6 +78,7 @@ pub(crate) fn recover(
         .last()
         .map_or(0, |f| f.from_offset() + f.wrote() as u64);
     let queues = recover_queues(config, end)?;
+    let first = files.first().map_or(0, MappedFile::from_offset);
     let reput_from = if crashed {
         files.get(start).map_or(0, MappedFile::from_offset)
     } else {
@@ -85,8 +86,15 @@ pub(crate) fn recover(
             .iter()
             .filter_map(ConsumeQueue::last_commit_log_end)
             .max()
-            .unwrap_or_else(|| files.first().map_or(0, MappedFile::from_offset))
+            .unwrap_or(first)
     };
+    // A queue that lost files to a power cut is dispatched again from its
+    // last entry (the dispatch skips entries a queue or index already has).
+    let reput_from = queues
+        .iter()
+        .filter(|q| q.cut_at_gap())
+        .map(|q| q.last_commit_log_end().unwrap_or(first).max(first))
+        .fold(reput_from, u64::min);
     tracing::info!(
         crashed,
         files = files.len(),
