@@ -162,17 +162,7 @@ impl Slave {
     }
 
     async fn follow_once(&self, address: &str) -> Result<(), SlaveError> {
-        let stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(address))
-            .await
-            .map_err(|_| SlaveError::Connect {
-                address: address.to_owned(),
-                source: std::io::ErrorKind::TimedOut.into(),
-            })?
-            .map_err(|source| SlaveError::Connect {
-                address: address.to_owned(),
-                source,
-            })?;
-        let _ = stream.set_nodelay(true);
+        let stream = connect(address).await?;
         let (read, mut write) = stream.into_split();
         let mut frames = FramedRead::new(read, SlaveCodec::default());
         let silent = self.settings.housekeeping_interval;
@@ -343,4 +333,21 @@ async fn send(write: &mut OwnedWriteHalf, frame: SlaveFrame) -> Result<(), Slave
         .write_all(&buf)
         .await
         .map_err(|e| SlaveError::Frame(FrameError::Io(e)))
+}
+
+/// A connection to the master's HA port at `address` (3 s to connect),
+/// with Nagle's delay off.
+async fn connect(address: &str) -> Result<TcpStream, SlaveError> {
+    let stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(address))
+        .await
+        .map_err(|_| SlaveError::Connect {
+            address: address.to_owned(),
+            source: std::io::ErrorKind::TimedOut.into(),
+        })?
+        .map_err(|source| SlaveError::Connect {
+            address: address.to_owned(),
+            source,
+        })?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }

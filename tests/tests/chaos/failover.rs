@@ -15,22 +15,9 @@ use remoting_protocol::{
 };
 
 use super::{
-    replication::{e2e_stores, percentile, replication_env, summary, Cluster, LEASE_MS},
+    replication::{conclude, e2e_stores, percentile, replication_env, summary, Cluster, LEASE_MS},
     *,
 };
-
-/// Checks the end state and prints the case's line with `what_times` and
-/// their summary.
-async fn conclude(case: &str, cluster: Cluster, cycles: usize, what_times: &str, times: &[f64]) {
-    let (acked, lost, duplicates, others) = cluster.finish().await;
-    let figure = format!(
-        "{cycles} cycles; {acked} acknowledged, {lost} lost, {duplicates} duplicates, {others} \
-         not SEND_OK; {what_times} {} (lease {LEASE_MS} ms)",
-        summary(times)
-    );
-    assert_eq!(lost, 0, "{figure}");
-    println!("chaos: {case} | {figure} | PASS");
-}
 
 /// SIGKILL of the master and of the controller leader together: a new
 /// controller leader is elected, then, once the old master's lease must
@@ -67,7 +54,7 @@ async fn replication_kill_9_of_the_master_and_the_controller_leader_at_once() {
         "a new master storing sends after {}; a send acknowledged again after",
         summary(&writable)
     );
-    conclude(case, cluster, cycles, &label, &recovered).await;
+    conclude(case, &env, cluster, cycles, (&label, &recovered), None).await;
     // Judged on the full run's cycles only, like the master's kill alone.
     assert!(quick || p99 <= 5.0, "{case}: writable after p99 {p99:.2} s");
 }
@@ -115,10 +102,11 @@ async fn replication_two_slaves_lost_at_once_leave_a_writable_master() {
     }
     conclude(
         case,
+        &env,
         cluster,
         cycles,
-        "the master storing sends alone after",
-        &alone,
+        ("the master storing sends alone after", &alone),
+        None,
     )
     .await;
 }
@@ -231,10 +219,14 @@ async fn replication_a_topic_created_just_before_a_switch_survives_it() {
     direct.close_all().await;
     conclude(
         case,
+        &env,
         cluster,
         cycles,
-        "the new topic read and written on the new master after",
-        &served,
+        (
+            "the new topic read and written on the new master after",
+            &served,
+        ),
+        None,
     )
     .await;
 }
@@ -266,10 +258,11 @@ async fn replication_kill_9_of_the_master_of_two_replicas() {
     let quick = env.quick;
     conclude(
         case,
+        &env,
         cluster,
         cycles,
-        "the new master storing sends after",
-        &recovered,
+        ("the new master storing sends after", &recovered),
+        None,
     )
     .await;
     assert!(quick || p99 <= 5.0, "{case}: p99 {p99:.2} s");

@@ -19,7 +19,7 @@
 
 use super::{
     netns::Net,
-    replication::{percentile, replication_env, summary, Cluster, LEASE_MS},
+    replication::{conclude, replication_env, Cluster},
     *,
 };
 
@@ -103,32 +103,6 @@ async fn failover_pause(
 
 /// The figure of most cases.
 const LONGEST_PAUSE: &str = "longest pause between acknowledgements";
-
-/// Checks the end state and prints the case's line; `times` (one per
-/// cycle, in seconds, described by `label`) are held to `bound` seconds
-/// (the 99th percentile) in a full run when given.
-async fn conclude(
-    case: &str,
-    env: &E2eEnv,
-    cluster: Cluster,
-    cycles: usize,
-    (label, times): (&str, &[f64]),
-    bound: Option<f64>,
-) {
-    let (acked, lost, duplicates, others) = cluster.finish().await;
-    let figure = format!(
-        "{cycles} cycles; {acked} acknowledged, {lost} lost, {duplicates} duplicates, {others} \
-         not SEND_OK; {label} {} (lease {LEASE_MS} ms)",
-        summary(times)
-    );
-    assert_eq!(lost, 0, "{figure}");
-    if let Some(bound) = bound.filter(|_| !env.quick) {
-        let mut sorted = times.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        assert!(percentile(&sorted, 0.99) <= bound, "{figure}");
-    }
-    println!("chaos: {case} | {figure} | PASS");
-}
 
 /// The master, cut off from everyone: another is elected and takes sends;
 /// healed, the old one refuses them and follows.

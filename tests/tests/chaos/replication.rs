@@ -358,6 +358,32 @@ impl Cluster {
     }
 }
 
+/// Checks the end state and prints the case's line; `times` (one per
+/// cycle, in seconds, described by `label`) are held to `bound` seconds
+/// (the 99th percentile) in a full run when given.
+pub(super) async fn conclude(
+    case: &str,
+    env: &E2eEnv,
+    cluster: Cluster,
+    cycles: usize,
+    (label, times): (&str, &[f64]),
+    bound: Option<f64>,
+) {
+    let (acked, lost, duplicates, others) = cluster.finish().await;
+    let figure = format!(
+        "{cycles} cycles; {acked} acknowledged, {lost} lost, {duplicates} duplicates, {others} \
+         not SEND_OK; {label} {} (lease {LEASE_MS} ms)",
+        summary(times)
+    );
+    assert_eq!(lost, 0, "{figure}");
+    if let Some(bound) = bound.filter(|_| !env.quick) {
+        let mut sorted = times.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        assert!(percentile(&sorted, 0.99) <= bound, "{figure}");
+    }
+    println!("chaos: {case} | {figure} | PASS");
+}
+
 /// Whether `addr` stores a send to `topic` now: `SEND_OK`, or
 /// `SLAVE_NOT_AVAILABLE` (stored on the master, no slave in sync).
 pub(super) async fn e2e_stores(client: &RemotingClient, addr: &str, topic: &str) -> bool {

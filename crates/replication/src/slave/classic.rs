@@ -5,11 +5,11 @@
 //! than its master's is refused. Without a confirm offset, what it appended
 //! is what its consumers see.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use replication_protocol::{classic::SlaveCodec, FrameError};
-use tokio::{io::AsyncWriteExt, net::TcpStream};
+use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
 use tokio_util::codec::{Encoder, FramedRead};
 
@@ -19,17 +19,7 @@ use crate::master::to_wire;
 impl Slave {
     /// One classic connection to the master at `address`, until it fails.
     pub(super) async fn follow_classic_once(&self, address: &str) -> Result<(), SlaveError> {
-        let stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(address))
-            .await
-            .map_err(|_| SlaveError::Connect {
-                address: address.to_owned(),
-                source: std::io::ErrorKind::TimedOut.into(),
-            })?
-            .map_err(|source| SlaveError::Connect {
-                address: address.to_owned(),
-                source,
-            })?;
-        let _ = stream.set_nodelay(true);
+        let stream = super::connect(address).await?;
         let (read, mut write) = stream.into_split();
         let mut transfers = FramedRead::new(read, SlaveCodec::default());
         let silent = self.settings.housekeeping_interval;
