@@ -83,6 +83,17 @@ async fn query_one(
     }
 }
 
+/// Whether some broker name of `route` holds queue data of the topic but
+/// has no master: a group between masters (its master died, or another is
+/// being elected), whose queues are left out until one registers.
+pub fn has_headless_broker(route: &TopicRouteData) -> bool {
+    let masters = master_addrs(route);
+    route
+        .queue_datas
+        .iter()
+        .any(|qd| !masters.contains_key(&qd.broker_name))
+}
+
 /// Broker name to master address, for every broker of `route` that has one.
 pub fn master_addrs(route: &TopicRouteData) -> HashMap<String, String> {
     route
@@ -193,6 +204,14 @@ mod tests {
             .iter()
             .map(|q| (q.broker_name.as_str(), q.queue_id))
             .collect()
+    }
+
+    #[test]
+    fn a_broker_with_queues_and_no_master_makes_the_route_headless() {
+        let mut r = route();
+        assert!(has_headless_broker(&r));
+        r.queue_datas.retain(|q| q.broker_name != "slave-only");
+        assert!(!has_headless_broker(&r));
     }
 
     #[test]

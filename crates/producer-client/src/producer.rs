@@ -82,6 +82,7 @@ impl Producer {
                 // Validated to 1..=1024.
                 u32::try_from(config.default_topic_queue_nums).unwrap_or(1),
                 config.mq_client_api_timeout,
+                config.poll_name_server_interval,
             ),
             faults: config.send_latency_fault_enable.then(FaultTable::default),
             budget,
@@ -508,17 +509,37 @@ impl Future for SendHandle {
     }
 }
 
-/// Refreshes cached routes every `pollNameServerInterval` until stopped.
+/// Refreshes cached routes every `pollNameServerInterval`, and a route with
+/// a broker between masters when its check is due, until stopped.
 async fn refresh_routes(inner: Arc<Inner>, stop: CancellationToken) {
     let period = inner.config.poll_name_server_interval;
+    let mut full = tokio::time::Instant::now() + period;
     loop {
+        let wake = inner
+            .routes
+            .next_headless_check()
+            .map_or(full, |at| full.min(at.into()));
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
+            () = tokio::time::sleep_until(wake) => {}
+            // A headless route stored meanwhile: its check may be earlier.
+            () = inner.routes.headless_stored() => continue,
         }
+        let now = tokio::time::Instant::now();
+        let refresh = async {
+            if now >= full {
+                full = now + period;
+                inner.routes.refresh_all(&inner.client).await;
+            } else {
+                inner
+                    .routes
+                    .refresh_headless(&inner.client, now.into())
+                    .await;
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => return,
-            () = inner.routes.refresh_all(&inner.client) => {}
+            () = refresh => {}
         }
     }
 }

@@ -504,6 +504,7 @@ mod tests {
                 config.create_topic_key.clone(),
                 4,
                 Duration::from_secs(1),
+                Duration::from_secs(30),
             ),
             faults: None,
             budget: None,

@@ -1,7 +1,8 @@
 //! Transport failures: a broker that never answers costs exactly the send
 //! timeout, one that hangs up fails the send promptly, an unreachable name
-//! server fails it promptly, and with latency fault tolerance a failing
-//! broker is avoided afterwards.
+//! server fails it promptly, with latency fault tolerance a failing broker
+//! is avoided afterwards, and a group that lost its master is sent to again
+//! soon after a new master registers.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -149,6 +150,64 @@ async fn with_latency_fault_tolerance_a_failed_broker_is_avoided_afterwards() {
             rude.requests()
         );
         producer.shutdown().await;
+    })
+    .await;
+}
+
+/// A route in which a group has queues but no master (its master died and
+/// another is being elected) is read again within a second or so: sends
+/// that keep succeeding on the other group give the producer no failure
+/// to re-read it on, and the periodic refresh (here a minute) is too late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_between_masters_is_sent_to_soon_after_its_new_master_registers() {
+    bounded(30, async {
+        let healthy = TestBroker::start(&[("brokerName", "broker-b")]).await;
+        let namesrv = healthy.namesrv().to_owned();
+        healthy.create_topic("Failover").await;
+        let slave =
+            FakeBroker::start_as(Behaviour::Silent, &namesrv, "broker-a", &["Failover"], 1).await;
+        let old = FakeBroker::start(Behaviour::Silent, &namesrv, "broker-a", &["Failover"]).await;
+        common::wait_for_master(&namesrv, "Failover", "broker-a", true).await;
+        drop(old);
+        common::wait_for_master(&namesrv, "Failover", "broker-a", false).await;
+        let producer = Producer::start(ProducerConfig {
+            poll_name_server_interval: Duration::from_secs(60),
+            ..config(&namesrv)
+        })
+        .await
+        .unwrap();
+        for i in 0..4 {
+            let sent = producer
+                .send(Message::new("Failover", format!("before {i}")))
+                .await
+                .unwrap();
+            assert_eq!(sent.message_queue.broker_name, "broker-b");
+        }
+        let new = FakeBroker::start(
+            Behaviour::Busy {
+                retry_after_ms: None,
+            },
+            &namesrv,
+            "broker-a",
+            &["Failover"],
+        )
+        .await;
+        let registered = Instant::now();
+        let mut i = 0;
+        while new.requests() == 0 {
+            // Busy answers from the new master are retried on broker-b.
+            let _ = producer
+                .send(Message::new("Failover", format!("after {i}")))
+                .await;
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        eprintln!(
+            "the new master had a send {} ms after it registered",
+            registered.elapsed().as_millis()
+        );
+        producer.shutdown().await;
+        drop(slave);
     })
     .await;
 }

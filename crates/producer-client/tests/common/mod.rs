@@ -267,6 +267,17 @@ impl FakeBroker {
         broker_name: &str,
         topics: &[&str],
     ) -> Self {
+        Self::start_as(behaviour, namesrv, broker_name, topics, 0).await
+    }
+
+    /// [`FakeBroker::start`], registered with `broker_id` (0: master).
+    pub async fn start_as(
+        behaviour: Behaviour,
+        namesrv: &str,
+        broker_name: &str,
+        topics: &[&str],
+        broker_id: i64,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let requests = Arc::new(AtomicUsize::new(0));
@@ -309,7 +320,7 @@ impl FakeBroker {
             broker_addr: addr.clone(),
             cluster_name: "DefaultCluster".into(),
             ha_server_addr: String::new(),
-            broker_id: 0,
+            broker_id,
             compressed: Some(false),
             ..RegisterBrokerRequestHeader::default()
         };
@@ -338,6 +349,27 @@ impl FakeBroker {
     /// `HEART_BEAT` requests received so far.
     pub fn heartbeats(&self) -> usize {
         self.heartbeats.load(Ordering::SeqCst)
+    }
+}
+
+/// Waits until the name server's route for `topic` lists `broker_name`
+/// with a master (`true`) or without one (`false`).
+pub async fn wait_for_master(namesrv: &str, topic: &str, broker_name: &str, master: bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let route = wait_for_route(namesrv, topic, 1).await;
+        let has_master = route
+            .broker_datas
+            .iter()
+            .any(|b| b.broker_name == broker_name && b.broker_addrs.contains_key(&0));
+        if has_master == master {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{broker_name} never came to have a master: {master}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
