@@ -24,7 +24,7 @@ impl Net {
     /// Creates the bridge and namespaces; `None` (printed) when this
     /// process may not (not root, or no `ip`/`nft`).
     pub(super) fn create(case: &str, nodes: usize) -> Option<Self> {
-        if !tool_works(&["ip", "netns", "list"]) || !tool_works(&["nft", "list", "tables"]) {
+        if !Self::usable() {
             println!("chaos: {case} | not run (needs root, iproute2 and nftables) | SKIP");
             return None;
         }
@@ -58,6 +58,17 @@ impl Net {
             run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
         }
         Some(net)
+    }
+
+    /// Whether this process may create namespaces and cut links: root,
+    /// with `ip` and `nft`.
+    pub(super) fn usable() -> bool {
+        tool_works(&["ip", "netns", "list"]) && tool_works(&["nft", "list", "tables"])
+    }
+
+    /// How many nodes (namespaces) it has.
+    pub(super) fn nodes(&self) -> usize {
+        self.nodes
     }
 
     fn bridge(&self) -> String {

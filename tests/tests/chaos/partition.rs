@@ -1,6 +1,7 @@
-//! Replicated groups under network partitions: every controller and broker
-//! in a network namespace of its own on one bridge (see `netns`), the
-//! producer and the checks in the host's namespace. Each case cuts links
+//! Replicated groups under network partitions: three controllers and two
+//! groups of three brokers, every process in a network namespace of its
+//! own on one bridge (see `netns`), the producer and the checks in the
+//! host's namespace. The cuts hit the first group. Each case cuts links
 //! cycle after cycle under the producer's load, heals, and waits until the
 //! group is back in sync; at the end every acknowledged message must be on
 //! the last master. A master cut off from the controllers loses its lease
@@ -8,14 +9,13 @@
 //! accept writes together: each case checks that the old master, reached
 //! directly, refuses a send.
 //!
-//! - the master alone, cut off from everyone;
+//! - the first group's master alone, cut off from everyone: the second
+//!   group acknowledges every send meanwhile;
 //! - the master and one slave cut off from the controllers (they still
 //!   reach each other and the producer);
 //! - one slave cut off from everyone;
 //! - a one-way cut: the master hears nothing from the controllers, while
-//!   what it sends them arrives;
-//! - with two groups, the first group's master cut off from everyone: the
-//!   second group acknowledges every send meanwhile.
+//!   what it sends them arrives.
 
 use super::{
     netns::Net,
@@ -52,20 +52,19 @@ fn controller_ips(cluster: &Cluster) -> Vec<String> {
 }
 
 /// Every address but node `me`'s, the test process's included.
-fn everyone_but(net: &Net, nodes: usize, me: usize) -> Vec<String> {
-    (0..nodes)
+fn everyone_but(net: &Net, me: usize) -> Vec<String> {
+    (0..net.nodes())
         .filter(|i| *i != me)
         .map(|i| net.ip(i))
         .chain([net.root_ip()])
         .collect()
 }
 
-/// Starts the cluster in namespaces: controllers on nodes 0-2, three
-/// brokers on nodes 3-5.
+/// Starts the cluster in namespaces: controllers on nodes 0-2, the first
+/// group's brokers on nodes 3-5, the second's on 6-8.
 async fn start(case: &str, name: &str) -> Option<(E2eEnv, Cluster)> {
     let (env, ns_bin) = replication_env(case)?;
-    let net = Net::create(case, 6)?;
-    let cluster = Cluster::start_with(&env, &ns_bin, name, 3, Some(net)).await;
+    let cluster = Cluster::start_in_namespaces(&env, &ns_bin, case, name).await?;
     Some((env, cluster))
 }
 
@@ -104,8 +103,10 @@ async fn failover_pause(
 /// The figure of most cases.
 const LONGEST_PAUSE: &str = "longest pause between acknowledgements";
 
-/// The master, cut off from everyone: another is elected and takes sends;
-/// healed, the old one refuses them and follows.
+/// The first group's master, cut off from everyone: another is elected and
+/// takes sends; healed, the old one refuses them and follows. The second
+/// group, sent to directly every 50 ms all along, acknowledges every send
+/// (a fault in one group stalls no other).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replication_partition_of_the_master_alone() {
     let case = "replication: partition, master alone";
@@ -113,24 +114,64 @@ async fn replication_partition_of_the_master_alone() {
         return;
     };
     let cycles = if env.quick { 1 } else { 5 };
+    let other = cluster.groups[1].clone();
     let mut recovered = Vec::new();
+    let mut probes = 0;
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
         let (master, epoch, m) = cluster.settled_master(&what).await;
+        let (other_master, _) = cluster
+            .controllers
+            .master_of(&cluster.client, &other)
+            .await
+            .unwrap();
         let net = cluster.net.as_ref().unwrap();
-        net.isolate(3 + m, &everyone_but(net, 6, 3 + m));
+        net.isolate(3 + m, &everyone_but(net, 3 + m));
         let cut = Instant::now();
-        let (_, pause) = failover_pause(&cluster, cut, &master, epoch, &what).await;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let failover = async {
+            let pause = failover_pause(&cluster, cut, &master, epoch, &what).await;
+            done.store(true, Ordering::Relaxed);
+            pause
+        };
+        let probe = async {
+            let mut codes = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let request = e2e_tests::send_request(&cluster.topic, codes.len());
+                let answer = cluster
+                    .client
+                    .invoke(&other_master, request, Duration::from_secs(5))
+                    .await;
+                codes.push(answer.map(|a| a.response_code()).map_err(|e| e.to_string()));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            codes
+        };
+        let ((_, pause), codes) = tokio::join!(failover, probe);
         recovered.push(pause);
         net.heal();
         assert_refuses_sends(&master, &cluster.topic, &what).await;
+        let refused: Vec<_> = codes
+            .iter()
+            .filter(|c| **c != Ok(ResponseCode::SUCCESS))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "{what}: {other} did not acknowledge {} of {} sends during the failover: {refused:?}",
+            refused.len(),
+            codes.len()
+        );
+        probes += codes.len();
     }
+    let label = format!(
+        "{probes} direct sends to {other} during the failovers, all acknowledged; {LONGEST_PAUSE}"
+    );
     conclude(
         case,
         &env,
         cluster,
         cycles,
-        (LONGEST_PAUSE, &recovered),
+        (&label, &recovered),
         Some(FAILOVER_BOUND),
     )
     .await;
@@ -192,7 +233,7 @@ async fn replication_partition_of_one_slave() {
         let (master, epoch, m) = cluster.settled_master(&what).await;
         let slave = 3 + (m + 1) % 3;
         let net = cluster.net.as_ref().unwrap();
-        net.isolate(slave, &everyone_but(net, 6, slave));
+        net.isolate(slave, &everyone_but(net, slave));
         let cut = Instant::now();
         cluster.wait_in_sync_count(2, &what).await;
         cluster.wait_acked(200, &what).await;
@@ -237,84 +278,6 @@ async fn replication_partition_one_way_from_the_controllers_to_the_master() {
         cluster,
         cycles,
         (LONGEST_PAUSE, &recovered),
-        Some(FAILOVER_BOUND),
-    )
-    .await;
-}
-
-/// Two groups; the first group's master cut off from everyone: the first
-/// group elects another master, while the second, sent to directly all
-/// along, acknowledges every send (a fault in one group stalls no other).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replication_partition_of_one_groups_master_leaves_the_other_group_writable() {
-    let case = "replication: partition, one group's master of two groups";
-    let Some((env, ns_bin)) = replication_env(case) else {
-        return;
-    };
-    let Some(net) = Net::create(case, 9) else {
-        return;
-    };
-    let cluster = Cluster::start_groups(&env, &ns_bin, "part-groups", 2, 3, Some(net)).await;
-    let cycles = if env.quick { 1 } else { 5 };
-    let other = cluster.groups[1].clone();
-    let mut failovers = Vec::new();
-    let mut probes = Vec::new();
-    for cycle in 0..cycles {
-        let what = format!("cycle {cycle}");
-        let (master, epoch, m) = cluster.settled_master(&what).await;
-        let (other_master, _) = cluster
-            .controllers
-            .master_of(&cluster.client, &other)
-            .await
-            .unwrap();
-        let net = cluster.net.as_ref().unwrap();
-        net.isolate(3 + m, &everyone_but(net, 9, 3 + m));
-        let cut = Instant::now();
-        let done = std::sync::atomic::AtomicBool::new(false);
-        let failover = async {
-            cluster.new_master_storing(&master, epoch, &what).await;
-            done.store(true, Ordering::Relaxed);
-        };
-        let probe = async {
-            let mut codes = Vec::new();
-            while !done.load(Ordering::Relaxed) {
-                let request = e2e_tests::send_request(&cluster.topic, codes.len());
-                let answer = cluster
-                    .client
-                    .invoke(&other_master, request, Duration::from_secs(5))
-                    .await;
-                codes.push(answer.map(|a| a.response_code()).map_err(|e| e.to_string()));
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            codes
-        };
-        let ((), codes) = tokio::join!(failover, probe);
-        failovers.push(cut.elapsed().as_secs_f64());
-        net.heal();
-        assert_refuses_sends(&master, &cluster.topic, &what).await;
-        let refused: Vec<_> = codes
-            .iter()
-            .filter(|c| **c != Ok(ResponseCode::SUCCESS))
-            .collect();
-        assert!(
-            refused.is_empty(),
-            "{what}: {other} did not acknowledge {} of {} sends during the failover: {refused:?}",
-            refused.len(),
-            codes.len()
-        );
-        probes.push(codes.len());
-    }
-    let label = format!(
-        "{} sends to {other} during the failovers, all acknowledged; the first group's new \
-         master storing sends after",
-        probes.iter().sum::<usize>()
-    );
-    conclude(
-        case,
-        &env,
-        cluster,
-        cycles,
-        (&label, &failovers),
         Some(FAILOVER_BOUND),
     )
     .await;

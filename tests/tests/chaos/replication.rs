@@ -1,10 +1,13 @@
 //! Replicated groups under faults: three name servers that each run a
-//! controller, and a group of three brokers in controller mode. A producer
-//! sends throughout and records every send acknowledged `SEND_OK`. Each
-//! case repeats one fault cycle after cycle, each cycle starting once the
-//! controllers count all three brokers in sync. At the end every
-//! acknowledged message must be readable on the last master; duplicates
-//! (retried sends) are counted.
+//! controller, and two groups of three brokers in controller mode, each
+//! process in a network namespace of its own when this process may create
+//! them (on loopback otherwise). A producer sends to both groups throughout
+//! and records every send acknowledged `SEND_OK`. Each case repeats one
+//! fault in the first group cycle after cycle, each cycle starting once
+//! the controllers count every broker in sync; the figures are the first
+//! group's. At the end every acknowledged message, of either group, must be
+//! readable on its group's last master; duplicates (retried sends) are
+//! counted.
 //!
 //! - kill -9 of the master: the time until a send is acknowledged again.
 //! - SIGSTOP of the master for twice its lease: another master is elected,
@@ -24,7 +27,7 @@ use producer_client::SendStatus;
 
 use super::{controllers::Controllers, netns::Net, *};
 
-/// The group's broker name.
+/// The first group's broker name: the one the faults hit.
 pub(super) const GROUP: &str = "chaos-repl";
 pub(super) const LEASE_MS: u64 = 2000;
 
@@ -42,7 +45,7 @@ pub(super) struct Cluster {
     pub(super) client: RemotingClient,
     pub(super) topic: String,
     producer: Arc<Producer>,
-    acked: Arc<Mutex<Vec<(String, Instant)>>>,
+    acked: Arc<Mutex<Vec<Ack>>>,
     others: Arc<AtomicU64>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     load: Option<tokio::task::JoinHandle<()>>,
@@ -50,22 +53,44 @@ pub(super) struct Cluster {
     pub(super) net: Option<Net>,
 }
 
-impl Cluster {
-    /// Three controllers and three brokers on loopback.
-    async fn start(env: &E2eEnv, ns_bin: &Path, name: &str) -> Self {
-        Self::start_with(env, ns_bin, name, 3, None).await
-    }
+/// A send acknowledged `SEND_OK`.
+struct Ack {
+    body: String,
+    at: Instant,
+    /// Stored by the first group ([`GROUP`]).
+    first: bool,
+}
 
-    /// Three controllers and one group of `replicas` brokers, in `net`'s
-    /// namespaces when given.
-    pub(super) async fn start_with(
+impl Cluster {
+    /// Three controllers and two groups of `replicas` brokers, each in a
+    /// namespace of its own when this process may create them, on loopback
+    /// otherwise (said on stderr).
+    pub(super) async fn start(
         env: &E2eEnv,
         ns_bin: &Path,
+        case: &str,
         name: &str,
         replicas: usize,
-        net: Option<Net>,
     ) -> Self {
-        Self::start_groups(env, ns_bin, name, 1, replicas, net).await
+        let net = if Net::usable() {
+            Net::create(case, 3 + 2 * replicas)
+        } else {
+            eprintln!("chaos: {case}: on loopback (namespaces need root, iproute2 and nftables)");
+            None
+        };
+        Self::start_groups(env, ns_bin, name, 2, replicas, net).await
+    }
+
+    /// [`Cluster::start`] with three replicas, in namespaces only: `None`
+    /// (printed) when this process may not create them.
+    pub(super) async fn start_in_namespaces(
+        env: &E2eEnv,
+        ns_bin: &Path,
+        case: &str,
+        name: &str,
+    ) -> Option<Self> {
+        let net = Net::create(case, 9)?;
+        Some(Self::start_groups(env, ns_bin, name, 2, 3, Some(net)).await)
     }
 
     /// Three controllers and `groups` groups of `replicas` brokers each, in
@@ -194,22 +219,38 @@ impl Cluster {
         }
     }
 
-    /// Waits for `n` more acknowledged sends.
+    /// The times the first group acknowledged a send.
+    fn first_group_acks(&self) -> Vec<Instant> {
+        let acked = self.acked.lock().unwrap();
+        acked.iter().filter(|a| a.first).map(|a| a.at).collect()
+    }
+
+    /// Waits for `n` more sends acknowledged by the first group.
     pub(super) async fn wait_acked(&self, n: usize, what: &str) {
-        let before = self.acked.lock().unwrap().len();
+        let count = || {
+            self.acked
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|a| a.first)
+                .count()
+        };
+        let before = count();
         let deadline = Instant::now() + Duration::from_secs(60);
-        while self.acked.lock().unwrap().len() < before + n {
+        while count() < before + n {
             assert!(Instant::now() < deadline, "{what}: no progress");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
-    /// How long after `since` the producer had a send acknowledged, if it
-    /// had one.
+    /// How long after `since` the first group acknowledged a send, if it
+    /// did.
     pub(super) fn acked_after(&self, since: Instant) -> Option<Duration> {
         let acked = self.acked.lock().unwrap();
-        let later = acked.partition_point(|(_, t)| *t <= since);
-        acked.get(later).map(|(_, t)| *t - since)
+        acked
+            .iter()
+            .find(|a| a.first && a.at > since)
+            .map(|a| a.at - since)
     }
 
     /// How long after `since` a send was acknowledged again.
@@ -227,15 +268,12 @@ impl Cluster {
         }
     }
 
-    /// The longest pause between two acknowledgements that ended after
-    /// `since`.
+    /// The longest pause between two acknowledgements by the first group
+    /// that ended after `since`.
     pub(super) fn longest_pause_since(&self, since: Instant) -> Duration {
         let times: Vec<Instant> = self
-            .acked
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, t)| *t)
+            .first_group_acks()
+            .into_iter()
             .filter(|t| *t + Duration::from_secs(30) > since)
             .collect();
         times
@@ -284,17 +322,18 @@ impl Cluster {
         self.controllers.namesrv()
     }
 
-    /// The group's broker name.
+    /// The first group's broker name.
     pub(super) fn group(&self) -> &'static str {
         GROUP
     }
 
+    /// The index among the brokers of the broker at `addr`.
     pub(super) fn master_index(&self, addr: &str) -> usize {
         self.brokers.iter().position(|b| b.addr == addr).unwrap()
     }
 
-    /// Stops the load and checks every acknowledged message is on the last
-    /// master: (acknowledged, lost, duplicates, not SEND_OK).
+    /// Stops the load and checks every acknowledged message is on its
+    /// group's last master: (acknowledged, lost, duplicates, not SEND_OK).
     pub(super) async fn finish(mut self) -> (usize, usize, u32, u64) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(load) = self.load.take() {
@@ -341,8 +380,8 @@ impl Cluster {
         }
         consumer.shutdown().await;
         self.client.close_all().await;
-        let acked = self.acked.lock().unwrap().clone();
-        let lost = acked.iter().filter(|(b, _)| !seen.contains_key(b)).count();
+        let acked = std::mem::take(&mut *self.acked.lock().unwrap());
+        let lost = acked.iter().filter(|a| !seen.contains_key(&a.body)).count();
         // The producer's own bodies only: checks send `busy <n>` directly.
         let duplicates: u32 = seen
             .iter()
@@ -406,7 +445,7 @@ pub(super) async fn e2e_stores(client: &RemotingClient, addr: &str, topic: &str)
 async fn produce(
     producer: Arc<Producer>,
     topic: String,
-    acked: Arc<Mutex<Vec<(String, Instant)>>>,
+    acked: Arc<Mutex<Vec<Ack>>>,
     others: Arc<AtomicU64>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) {
@@ -418,7 +457,9 @@ async fn produce(
         let msg = Message::new(&topic, body.clone().into_bytes());
         match producer.send(msg).await {
             Ok(r) if r.status == SendStatus::SendOk => {
-                acked.lock().unwrap().push((body, Instant::now()));
+                let first = r.message_queue.broker_name == GROUP;
+                let at = Instant::now();
+                acked.lock().unwrap().push(Ack { body, at, first });
             }
             // Stored but not on every replica, or refused: not counted as
             // acknowledged.
@@ -474,7 +515,7 @@ async fn replication_kill_9_of_the_master_loses_no_acknowledged_message() {
         return;
     };
     let cycles = if env.quick { 3 } else { 20 };
-    let mut cluster = Cluster::start(&env, &ns_bin, "repl-kill").await;
+    let mut cluster = Cluster::start(&env, &ns_bin, case, "repl-kill", 3).await;
     let mut recovered = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
@@ -516,7 +557,7 @@ async fn replication_sigstop_of_the_master_past_its_lease_makes_no_second_master
         return;
     };
     let cycles = if env.quick { 1 } else { 5 };
-    let cluster = Cluster::start(&env, &ns_bin, "repl-stop").await;
+    let cluster = Cluster::start(&env, &ns_bin, case, "repl-stop", 3).await;
     let mut recovered = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
@@ -590,7 +631,7 @@ async fn replication_kill_9_of_the_controller_leader_keeps_the_group_writable() 
         return;
     };
     let cycles = if env.quick { 2 } else { 10 };
-    let mut cluster = Cluster::start(&env, &ns_bin, "repl-ctl").await;
+    let mut cluster = Cluster::start(&env, &ns_bin, case, "repl-ctl", 3).await;
     let mut gaps = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
@@ -631,7 +672,7 @@ async fn replication_rolling_restart_keeps_every_acknowledged_message() {
         return;
     };
     let rounds = if env.quick { 1 } else { 3 };
-    let mut cluster = Cluster::start(&env, &ns_bin, "repl-roll").await;
+    let mut cluster = Cluster::start(&env, &ns_bin, case, "repl-roll", 3).await;
     let mut pauses = Vec::new();
     for round in 0..rounds {
         let (master, _) = cluster.controllers.master(&cluster.client).await.unwrap();
@@ -679,7 +720,7 @@ async fn replication_a_blank_slave_joins_under_load() {
         return;
     };
     let cycles = if env.quick { 1 } else { 3 };
-    let mut cluster = Cluster::start(&env, &ns_bin, "repl-blank").await;
+    let mut cluster = Cluster::start(&env, &ns_bin, case, "repl-blank", 3).await;
     let mut catch_up = Vec::new();
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
