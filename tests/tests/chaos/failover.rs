@@ -56,7 +56,12 @@ async fn replication_kill_9_of_the_master_and_the_controller_leader_at_once() {
         // has one acknowledged a little later (its next route read).
         cluster.new_master_storing(&master, epoch, &what).await;
         writable.push(killed.elapsed().as_secs_f64());
-        recovered.push(cluster.recovered_after(killed, &what).await.as_secs_f64());
+        recovered.push(
+            cluster
+                .recovered_after(killed, &master, &what)
+                .await
+                .as_secs_f64(),
+        );
         cluster.controllers.spawn(leader);
         cluster.brokers[victim].restart().unwrap();
     }
@@ -364,7 +369,9 @@ async fn replication_failover_milestones_after_kill_9_of_the_master() {
                 }
             }
             if at[3].is_none() {
-                at[3] = cluster.acked_after(killed).map(|d| d.as_secs_f64());
+                at[3] = cluster
+                    .acked_after(killed, &master)
+                    .map(|d| d.as_secs_f64());
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

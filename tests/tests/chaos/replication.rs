@@ -59,6 +59,8 @@ struct Ack {
     at: Instant,
     /// Stored by the first group ([`GROUP`]).
     first: bool,
+    /// The broker that stored it.
+    addr: String,
 }
 
 impl Cluster {
@@ -243,21 +245,23 @@ impl Cluster {
         }
     }
 
-    /// How long after `since` the first group acknowledged a send, if it
-    /// did.
-    pub(super) fn acked_after(&self, since: Instant) -> Option<Duration> {
+    /// How long after `since` the first group acknowledged a send from
+    /// another master than `old`, if it did. (The old master's own answers
+    /// to sends it took just before the fault may be recorded after it.)
+    pub(super) fn acked_after(&self, since: Instant, old: &str) -> Option<Duration> {
         let acked = self.acked.lock().unwrap();
         acked
             .iter()
-            .find(|a| a.first && a.at > since)
+            .find(|a| a.first && a.at > since && a.addr != old)
             .map(|a| a.at - since)
     }
 
-    /// How long after `since` a send was acknowledged again.
-    pub(super) async fn recovered_after(&self, since: Instant, what: &str) -> Duration {
+    /// How long after `since` a send was acknowledged again, by another
+    /// master than `old`.
+    pub(super) async fn recovered_after(&self, since: Instant, old: &str, what: &str) -> Duration {
         let deadline = since + Duration::from_secs(60);
         loop {
-            if let Some(after) = self.acked_after(since) {
+            if let Some(after) = self.acked_after(since, old) {
                 return after;
             }
             assert!(
@@ -458,8 +462,13 @@ async fn produce(
         match producer.send(msg).await {
             Ok(r) if r.status == SendStatus::SendOk => {
                 let first = r.message_queue.broker_name == GROUP;
-                let at = Instant::now();
-                acked.lock().unwrap().push(Ack { body, at, first });
+                let (at, addr) = (Instant::now(), r.broker_addr);
+                acked.lock().unwrap().push(Ack {
+                    body,
+                    at,
+                    first,
+                    addr,
+                });
             }
             // Stored but not on every replica, or refused: not counted as
             // acknowledged.
@@ -525,7 +534,12 @@ async fn replication_kill_9_of_the_master_loses_no_acknowledged_message() {
         let victim = cluster.master_index(&master);
         cluster.brokers[victim].kill().unwrap();
         let killed = Instant::now();
-        recovered.push(cluster.recovered_after(killed, &what).await.as_secs_f64());
+        recovered.push(
+            cluster
+                .recovered_after(killed, &master, &what)
+                .await
+                .as_secs_f64(),
+        );
         let (now_master, now_epoch) = cluster.controllers.master(&cluster.client).await.unwrap();
         assert_ne!(now_master, master, "{what}");
         assert!(now_epoch > epoch, "{what}");
@@ -572,7 +586,12 @@ async fn replication_sigstop_of_the_master_past_its_lease_makes_no_second_master
             .unwrap()
             .success());
         let stopped = Instant::now();
-        recovered.push(cluster.recovered_after(stopped, &what).await.as_secs_f64());
+        recovered.push(
+            cluster
+                .recovered_after(stopped, &master, &what)
+                .await
+                .as_secs_f64(),
+        );
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let now = cluster.controllers.master(&cluster.client).await;
