@@ -11,6 +11,8 @@
 //!   filter, only the scenarios whose names contain it.
 //! - `chaos [--quick] [--replication]`: the chaos suite against real broker processes (see
 //!   `chaos.rs`).
+//! - `image [--tag T] [--build-arg K=V] [--no-build]`: builds the
+//!   container image and runs a replicated group from it (see `image.rs`).
 //! - `bench overload|closed|protocols|transactions|peers [--quick]`: the
 //!   overload experiment, the closed-loop throughput table, the
 //!   remoting-versus-gRPC send comparison, transactional sends against a
@@ -21,6 +23,7 @@ mod bench;
 mod chaos;
 mod ci;
 mod e2e;
+mod image;
 mod lint;
 mod modgraph;
 
@@ -42,6 +45,7 @@ fn main() -> Result<()> {
         Some("manifests") => ci::manifests(&root),
         Some("bench") => bench::main(&root, &args[1..]),
         Some("chaos") => chaos::main(&root, &args[1..]),
+        Some("image") => image::main(&root, &args[1..]),
         Some("e2e") => {
             let mut options = e2e::Options::default();
             for arg in &args[1..] {
@@ -78,6 +82,8 @@ commands:
                scenarios whose names contain it)
   manifests    check deploy/k8s against Kubernetes' API schemas
                (scripts/install-k8s-validate.sh installs the checker)
+  image        build the container image and run a replicated group from it
+               (--tag T, default sluice:dev; --build-arg K=V; --no-build)
   chaos        cases that push the broker past its limits, one line each with
                its figure and PASS/FAIL (--quick: the short form CI runs;
                --replication: only the replicated-group cases)
