@@ -1,6 +1,10 @@
 //! Registration with the name servers: at start, every
 //! `registerNameServerPeriod`, and at once when topics or `brokerPermission`
-//! change; removal at shutdown.
+//! change; removal at shutdown. A name server whose connection closed (it
+//! restarted, or could not be reached) is registered with again within
+//! [`RECONNECT_CHECK`], not a whole period later: a name server started
+//! again knows nothing of the brokers, and routes it serves would leave
+//! this broker out until then.
 //!
 //! As RocketMQ's broker does, a `brokerPermission` without read or write
 //! masks the perm of every topic registered (a read-only broker registers
@@ -24,6 +28,9 @@ use crate::state::BrokerState;
 
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(24);
 
+/// How often the connections to the name servers are checked.
+pub const RECONNECT_CHECK: Duration = Duration::from_secs(1);
+
 /// Registers until `shutdown` fires, then unregisters.
 pub async fn run(
     state: Arc<BrokerState>,
@@ -40,9 +47,23 @@ pub async fn run(
             () = shutdown.cancelled() => break,
             () = state.topics_changed.notified() => {}
             () = tokio::time::sleep(period) => {}
+            () = disconnected(&state, &client) => {}
         }
     }
     unregister_all(&state, &client, &broker_addr).await;
+}
+
+/// Resolves once some name server has no open connection (checked every
+/// [`RECONNECT_CHECK`]).
+async fn disconnected(state: &BrokerState, client: &RemotingClient) {
+    loop {
+        tokio::time::sleep(RECONNECT_CHECK).await;
+        for addr in state.config().namesrv_addrs() {
+            if !client.is_connected(&addr).await {
+                return;
+            }
+        }
+    }
 }
 
 /// What the registrations of one broker run have announced so far.
@@ -52,6 +73,9 @@ struct Announced {
     permission: Option<i32>,
     /// How many times `brokerPermission` differed from the one before.
     permission_changes: i64,
+    /// The name servers the last registration failed with (warned once
+    /// per outage).
+    failing: std::collections::BTreeSet<String>,
 }
 
 /// The topic table to register under `permission` (`brokerPermission`):
@@ -124,6 +148,9 @@ async fn register(
             .with_body(body.clone());
         match client.invoke(&addr, request, REGISTER_TIMEOUT).await {
             Ok(r) if r.response_code() == ResponseCode::SUCCESS => {
+                if announced.failing.remove(&addr) {
+                    tracing::info!(namesrv = %addr, "registered with name server again");
+                }
                 tracing::debug!(namesrv = %addr, topics = state.topics.len(), "registered with name server");
                 state
                     .registered
@@ -138,10 +165,14 @@ async fn register(
                 }
             }
             Ok(r) => {
+                announced.failing.insert(addr.clone());
                 tracing::warn!(namesrv = %addr, code = %r.response_code(), remark = ?r.remark, "name server refused registration")
             }
+            Err(e) if announced.failing.insert(addr.clone()) => {
+                tracing::warn!(namesrv = %addr, cause = %e, "cannot register with name server; trying again every second")
+            }
             Err(e) => {
-                tracing::warn!(namesrv = %addr, cause = %e, "cannot register with name server")
+                tracing::debug!(namesrv = %addr, cause = %e, "cannot register with name server")
             }
         }
     }

@@ -403,6 +403,11 @@ impl RemotingClient {
         self.backoff.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether a connection to `addr` is open now (none is made).
+    pub async fn is_connected(&self, addr: &str) -> bool {
+        self.open_connection(addr).await.is_some()
+    }
+
     async fn open_connection(&self, addr: &str) -> Option<Arc<ClientConnection>> {
         let conns = self.connections.lock().await;
         conns.get(addr).filter(|c| !c.is_closed()).cloned()

@@ -352,14 +352,24 @@ impl Cluster {
         .await
         .unwrap();
         let mut seen: HashMap<String, u32> = HashMap::new();
-        // A name server started again knows the brokers only from their
-        // next registration (every 30 s).
+        // A name server started again knows a group only from its
+        // master's next registration (every 30 s): until then its routes
+        // leave the group out.
         let deadline = Instant::now() + Duration::from_secs(60);
         let queues = loop {
-            match consumer.fetch_queues(&self.topic).await {
-                Ok(queues) => break queues,
-                Err(e) => {
-                    assert!(Instant::now() < deadline, "no route to drain: {e}");
+            let found = consumer.fetch_queues(&self.topic).await;
+            let every_group = found.as_ref().is_ok_and(|queues| {
+                self.groups
+                    .iter()
+                    .all(|g| queues.iter().any(|q| &q.broker_name == g))
+            });
+            match found {
+                Ok(queues) if every_group => break queues,
+                other => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "no route to drain with every group: {other:?}"
+                    );
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
@@ -385,7 +395,22 @@ impl Cluster {
         consumer.shutdown().await;
         self.client.close_all().await;
         let acked = std::mem::take(&mut *self.acked.lock().unwrap());
-        let lost = acked.iter().filter(|a| !seen.contains_key(&a.body)).count();
+        let missing: Vec<&Ack> = acked
+            .iter()
+            .filter(|a| !seen.contains_key(&a.body))
+            .collect();
+        let lost = missing.len();
+        if lost > 0 {
+            let mut by_broker: HashMap<(bool, &str), usize> = HashMap::new();
+            for a in &missing {
+                *by_broker.entry((a.first, a.addr.as_str())).or_default() += 1;
+            }
+            eprintln!(
+                "replication chaos: {lost} acknowledged messages not found, by (first group, \
+                 broker that acknowledged): {by_broker:?}; first few: {:?}",
+                missing.iter().take(5).map(|a| &a.body).collect::<Vec<_>>()
+            );
+        }
         // The producer's own bodies only: checks send `busy <n>` directly.
         let duplicates: u32 = seen
             .iter()
