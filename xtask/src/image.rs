@@ -226,17 +226,17 @@ fn check(root: &Path, image: &str, bench: &Path) -> Result<()> {
         Ok(false)
     })?;
     let master = master.context("no master")?;
-    let topic = "ImageCheck";
+    let target = [
+        "--broker",
+        master.as_str(),
+        "--topic",
+        "ImageCheck",
+        "--queues",
+        "4",
+    ];
     let created = Command::new(bench)
-        .args([
-            "create-topic",
-            "--broker",
-            &master,
-            "--topic",
-            topic,
-            "--queues",
-            "4",
-        ])
+        .arg("create-topic")
+        .args(target)
         .output()
         .context("start sluice-bench")?;
     if !created.status.success() {
@@ -246,16 +246,8 @@ fn check(root: &Path, image: &str, bench: &Path) -> Result<()> {
         );
     }
     let sent = Command::new(bench)
-        .args([
-            "--broker",
-            &master,
-            "--topic",
-            topic,
-            "--queues",
-            "4",
-            "--in-flight",
-            "8",
-        ])
+        .args(target)
+        .args(["--in-flight", "8"])
         .args(["--duration", "5", "--warmup", "1", "--json"])
         .output()
         .context("start sluice-bench")?;
