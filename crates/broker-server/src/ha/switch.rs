@@ -144,20 +144,25 @@ async fn watch_lease(
         let take = until.is_some();
         // The lease's end is checked at each append, so a broker that was
         // frozen past it (SIGSTOP, a long pause) refuses the moment it
-        // runs again, before this loop wakes.
-        store.set_local_append_deadline(until);
-        // Applied every time: a switch refuses appends itself while it
-        // runs, and this puts back what the role and lease allow.
-        store.refuse_local_appends(match (take, epoch) {
-            (true, _) => None,
-            (false, Some(e)) => Some(format!(
+        // runs again, before this loop wakes. Applied every time: a switch
+        // refuses appends itself while it runs, and this puts back what
+        // the role and lease allow. The order leaves no moment in which
+        // neither the refusal nor a deadline holds: the deadline is set
+        // before the refusal is lifted, and the refusal is set while the
+        // deadline (past, or of an older epoch) still stands.
+        match (until, epoch) {
+            (Some(until), _) => {
+                store.set_local_append_deadline(Some(until));
+                store.refuse_local_appends(None);
+            }
+            (None, Some(e)) => store.refuse_local_appends(Some(format!(
                 "broker {broker_name} is master (epoch {e}) without a lease: it cannot reach \
                  the controller leader, which may elect another master"
-            )),
-            (false, None) => Some(format!(
+            ))),
+            (None, None) => store.refuse_local_appends(Some(format!(
                 "broker {broker_name} is not its group's master: send to the master"
-            )),
-        });
+            ))),
+        }
         if take != taking {
             if take {
                 tracing::info!(broker = %broker_name, epoch, "master lease held: taking writes");
