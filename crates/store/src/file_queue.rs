@@ -156,9 +156,29 @@ impl FileQueue {
         Self::open_all(dir, file_size, &offsets).map(|files| (files, false))
     }
 
-    /// Opens the files at `offsets` (sorted), refusing a gap, removing an
-    /// empty last file.
+    /// Opens the files at `offsets` (sorted), removing an empty last file,
+    /// refusing a gap.
     fn open_all(dir: &Path, file_size: usize, offsets: &[u64]) -> io::Result<Vec<MappedFile>> {
+        let mut offsets = offsets;
+        if let Some((&last, before)) = offsets.split_last() {
+            let path = dir.join(file_name(last));
+            if fs::metadata(&path)?.len() == 0 {
+                // A file is sized (fallocate, all at once) right after it is
+                // created and only then written, so an empty last file is a
+                // creation that a crash interrupted: nothing was stored in
+                // it. Removed before the files are checked for gaps: a power
+                // cut may have lost the entry of the file before it, made
+                // just before. A file of another non-zero size stays an
+                // error (say, a changed file size setting).
+                tracing::warn!(
+                    path = %path.display(),
+                    expected = file_size,
+                    "removing a CommitLog/queue file whose creation was interrupted"
+                );
+                fs::remove_file(&path)?;
+                offsets = before;
+            }
+        }
         let mut files = Vec::with_capacity(offsets.len());
         for (i, &offset) in offsets.iter().enumerate() {
             if i > 0 && offset != offsets[i - 1] + file_size as u64 {
@@ -167,22 +187,11 @@ impl FileQueue {
                     dir.join(file_name(offset)).display()
                 )));
             }
-            let path = dir.join(file_name(offset));
-            if i + 1 == offsets.len() && fs::metadata(&path)?.len() == 0 {
-                // A file is sized (fallocate, all at once) right after it is
-                // created and only then written, so an empty last file is a
-                // creation that a crash interrupted: nothing was stored in
-                // it. A file of another non-zero size stays an error (say, a
-                // changed file size setting).
-                tracing::warn!(
-                    path = %path.display(),
-                    expected = file_size,
-                    "removing a CommitLog/queue file whose creation was interrupted"
-                );
-                fs::remove_file(&path)?;
-                continue;
-            }
-            files.push(MappedFile::open(&path, offset, file_size)?);
+            files.push(MappedFile::open(
+                &dir.join(file_name(offset)),
+                offset,
+                file_size,
+            )?);
         }
         Ok(files)
     }
@@ -684,6 +693,23 @@ mod tests {
         assert!(!dir.path().join(file_name(12288)).exists());
         let (files, cut) = FileQueue::load_files_to_gap(dir.path(), 4096).unwrap();
         assert_eq!((files.len(), cut), (1, false), "nothing more to cut");
+    }
+
+    #[test]
+    fn an_empty_last_file_past_a_missing_one_is_removed_not_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = FileQueue::new(dir.path(), FileFactory::plain(4096), Vec::new(), false);
+        for offset in [0, 4096] {
+            q.create_next(offset).unwrap();
+        }
+        drop(q);
+        // A power cut lost the second file's entry; the third's creation
+        // was interrupted before it was sized.
+        fs::remove_file(dir.path().join(file_name(4096))).unwrap();
+        fs::File::create(dir.path().join(file_name(8192))).unwrap();
+        let files = FileQueue::load_files(dir.path(), 4096).unwrap();
+        assert_eq!(files.len(), 1);
+        assert!(!dir.path().join(file_name(8192)).exists());
     }
 
     #[test]
