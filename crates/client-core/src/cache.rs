@@ -140,7 +140,7 @@ pub struct RouteCache {
     /// Longest time between checks of a headless route.
     recheck_cap: Duration,
     table: Mutex<HashMap<String, Entry>>,
-    /// Woken when a headless route is stored, for the refresher.
+    /// Woken when a route becomes headless, for the refresher.
     rechecks: tokio::sync::Notify,
     /// Held while a route is fetched, so that concurrent sends of an
     /// uncached topic make one query rather than one each.
@@ -268,9 +268,9 @@ impl RouteCache {
             .min()
     }
 
-    /// Resolves when a headless route was stored after the call (so the
+    /// Resolves when a route became headless after the call (so the
     /// refresher can move its next wake-up earlier).
-    pub async fn headless_stored(&self) {
+    pub async fn became_headless(&self) {
         self.rechecks.notified().await;
     }
 
@@ -326,13 +326,10 @@ impl RouteCache {
         let changed = old.is_none_or(|old| {
             old.route.queues != route.queues || old.route.masters != route.masters
         });
-        let recheck = route.headless.then(|| {
-            Recheck::next(
-                old.and_then(|o| o.recheck),
-                Instant::now(),
-                self.recheck_cap,
-            )
-        });
+        let previous = old.and_then(|o| o.recheck);
+        let recheck = route
+            .headless
+            .then(|| Recheck::next(previous, Instant::now(), self.recheck_cap));
         if changed {
             tracing::debug!(
                 %topic,
@@ -350,7 +347,8 @@ impl RouteCache {
             },
         );
         drop(table);
-        if recheck.is_some() {
+        // The refresher knows of a check it scheduled itself.
+        if recheck.is_some() && previous.is_none() {
             self.rechecks.notify_one();
         }
         route
@@ -365,15 +363,19 @@ impl RouteCache {
 mod tests {
     use super::*;
 
-    #[test]
-    fn master_addrs_name_each_cached_broker_once() {
-        let cache = RouteCache::new(
+    fn cache() -> RouteCache {
+        RouteCache::new(
             NameServers::new(vec!["n:1".into()]),
             "TBW102".into(),
             4,
             Duration::from_secs(1),
             Duration::from_secs(30),
-        );
+        )
+    }
+
+    #[test]
+    fn master_addrs_name_each_cached_broker_once() {
+        let cache = cache();
         assert!(cache.master_addrs().is_empty());
         let masters = |pairs: &[(&str, &str)]| {
             pairs
@@ -419,13 +421,7 @@ mod tests {
 
     #[test]
     fn only_a_headless_route_has_a_check_due() {
-        let cache = RouteCache::new(
-            NameServers::new(vec!["n:1".into()]),
-            "TBW102".into(),
-            4,
-            Duration::from_secs(1),
-            Duration::from_secs(30),
-        );
+        let cache = cache();
         let masters: HashMap<String, String> = [("a".to_owned(), "h:1".to_owned())].into();
         let headless = PublishRoute {
             headless: true,

@@ -523,7 +523,7 @@ async fn refresh_routes(inner: Arc<Inner>, stop: CancellationToken) {
             () = stop.cancelled() => return,
             () = tokio::time::sleep_until(wake) => {}
             // A headless route stored meanwhile: its check may be earlier.
-            () = inner.routes.headless_stored() => continue,
+            () = inner.routes.became_headless() => continue,
         }
         let now = tokio::time::Instant::now();
         let refresh = async {

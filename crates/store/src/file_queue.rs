@@ -99,6 +99,12 @@ pub struct FileQueue {
     warm_ahead: Option<WarmAhead>,
 }
 
+/// The index of the first of `offsets` (sorted) that does not follow the
+/// one before it by `file_size`: where a file is missing.
+fn first_gap(offsets: &[u64], file_size: usize) -> Option<usize> {
+    (1..offsets.len()).find(|&i| offsets[i] != offsets[i - 1] + file_size as u64)
+}
+
 impl FileQueue {
     /// Opens the files found in `dir` (created if missing) without setting
     /// any position; recovery does that on the returned files before
@@ -137,9 +143,7 @@ impl FileQueue {
         }
         offsets.sort_unstable();
         if cut_at_gap {
-            if let Some(gap) =
-                (1..offsets.len()).find(|&i| offsets[i] != offsets[i - 1] + file_size as u64)
-            {
+            if let Some(gap) = first_gap(&offsets, file_size) {
                 for &offset in &offsets[gap..] {
                     let path = dir.join(file_name(offset));
                     tracing::warn!(
@@ -179,21 +183,16 @@ impl FileQueue {
                 offsets = before;
             }
         }
-        let mut files = Vec::with_capacity(offsets.len());
-        for (i, &offset) in offsets.iter().enumerate() {
-            if i > 0 && offset != offsets[i - 1] + file_size as u64 {
-                return Err(invalid(format!(
-                    "{} is not contiguous with the file before it (file size {file_size})",
-                    dir.join(file_name(offset)).display()
-                )));
-            }
-            files.push(MappedFile::open(
-                &dir.join(file_name(offset)),
-                offset,
-                file_size,
-            )?);
+        if let Some(gap) = first_gap(offsets, file_size) {
+            return Err(invalid(format!(
+                "{} is not contiguous with the file before it (file size {file_size})",
+                dir.join(file_name(offsets[gap])).display()
+            )));
         }
-        Ok(files)
+        offsets
+            .iter()
+            .map(|&offset| MappedFile::open(&dir.join(file_name(offset)), offset, file_size))
+            .collect()
     }
 
     /// A queue over already recovered files. With `preallocate`, a

@@ -229,14 +229,7 @@ impl Cluster {
 
     /// Waits for `n` more sends acknowledged by the first group.
     pub(super) async fn wait_acked(&self, n: usize, what: &str) {
-        let count = || {
-            self.acked
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|a| a.first)
-                .count()
-        };
+        let count = || self.first_group_acks().len();
         let before = count();
         let deadline = Instant::now() + Duration::from_secs(60);
         while count() < before + n {
@@ -570,21 +563,17 @@ async fn replication_kill_9_of_the_master_loses_no_acknowledged_message() {
         assert!(now_epoch > epoch, "{what}");
         cluster.brokers[victim].restart().unwrap();
     }
-    let (acked, lost, duplicates, others) = cluster.finish().await;
-    let figure = format!(
-        "{cycles} kills; {acked} acknowledged, {lost} lost, {duplicates} duplicates, {others} \
-         not SEND_OK; a send acknowledged again after {} (lease {LEASE_MS} ms)",
-        summary(&recovered)
-    );
-    assert_eq!(lost, 0, "{figure}");
     // The issue's bound, judged on the full run's many cycles only: a quick
     // run's three are too few for a 99th percentile.
-    if !env.quick {
-        let mut sorted = recovered.clone();
-        sorted.sort_by(f64::total_cmp);
-        assert!(percentile(&sorted, 0.99) <= 5.0, "{figure}");
-    }
-    println!("chaos: {case} | {figure} | PASS");
+    conclude(
+        case,
+        &env,
+        cluster,
+        cycles,
+        ("a send acknowledged again after", &recovered),
+        Some(5.0),
+    )
+    .await;
 }
 
 /// SIGSTOP of the master for twice its lease: another master is elected
@@ -655,15 +644,19 @@ async fn replication_sigstop_of_the_master_past_its_lease_makes_no_second_master
             "{what}: the woken old master took a send: {answer:?}"
         );
     }
-    let (acked, lost, duplicates, others) = cluster.finish().await;
-    let figure = format!(
-        "{cycles} stops of 2 leases; the woken old master refused at once; {acked} acknowledged, \
-         {lost} lost, {duplicates} duplicates, {others} not SEND_OK; a send acknowledged again \
-         after {}",
-        summary(&recovered)
-    );
-    assert_eq!(lost, 0, "{figure}");
-    println!("chaos: {case} | {figure} | PASS");
+    conclude(
+        case,
+        &env,
+        cluster,
+        cycles,
+        (
+            "stops of 2 leases, the woken old master refused at once; a send acknowledged again \
+             after",
+            &recovered,
+        ),
+        None,
+    )
+    .await;
 }
 
 /// SIGKILL of the controller leader, cycle after cycle: the group keeps its
@@ -782,12 +775,16 @@ async fn replication_a_blank_slave_joins_under_load() {
         cluster.wait_in_sync(&what).await;
         catch_up.push(started.elapsed().as_secs_f64());
     }
-    let (acked, lost, duplicates, others) = cluster.finish().await;
-    let figure = format!(
-        "{cycles} blank slaves; {acked} acknowledged, {lost} lost, {duplicates} duplicates, \
-         {others} not SEND_OK; back in sync after {} (start included)",
-        summary(&catch_up)
-    );
-    assert_eq!(lost, 0, "{figure}");
-    println!("chaos: {case} | {figure} | PASS");
+    conclude(
+        case,
+        &env,
+        cluster,
+        cycles,
+        (
+            "blank slaves back in sync (start included) after",
+            &catch_up,
+        ),
+        None,
+    )
+    .await;
 }
