@@ -81,6 +81,11 @@ async fn a_push_consumer_with_trusted_roots_and_a_client_certificate_reaches_a_s
         ],
     );
 
+    stop.cancel();
+
+    // A second server of the same kind, so that nothing the first consumer
+    // still had on the wire when it shut down can be counted here.
+    let (addr, mut seen, stop) = start_fake(pems.enforcing(true)).await;
     // Without the certificate the server refuses the handshake.
     let pull = PullConsumer::start(ConsumerConfig {
         use_tls: true,

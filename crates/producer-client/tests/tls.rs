@@ -75,15 +75,15 @@ async fn without_use_tls_an_enforcing_server_serves_nothing() {
 async fn trusted_roots_and_a_client_certificate_reach_a_server_requiring_one() {
     let pems = Pems::new("producer");
     let (addr, mut seen, stop) = start_fake(pems.enforcing(true)).await;
-    let trusting = |trust: &Path| ProducerConfig {
+    let trusting = |addr: &str, trust: &Path| ProducerConfig {
         use_tls: true,
         tls_client_trust_cert_path: Some(trust.to_path_buf()),
-        ..ProducerConfig::with_namesrv(&addr)
+        ..ProducerConfig::with_namesrv(addr)
     };
     let sent = send_one(ProducerConfig {
         tls_client_cert_path: Some(pems.client_crt.clone()),
         tls_client_key_path: Some(pems.client_key.clone()),
-        ..trusting(&pems.server_crt)
+        ..trusting(&addr, &pems.server_crt)
     })
     .await
     .unwrap();
@@ -93,13 +93,18 @@ async fn trusted_roots_and_a_client_certificate_reach_a_server_requiring_one() {
         "the name server part was asked"
     );
 
+    stop.cancel();
+
+    // A second server of the same kind, so that nothing the first producer
+    // still had on the wire when it shut down can be counted here.
+    let (addr, mut seen, stop) = start_fake(pems.enforcing(true)).await;
     // Without the certificate the server refuses the handshake.
-    assert!(send_one(trusting(&pems.server_crt)).await.is_err());
+    assert!(send_one(trusting(&addr, &pems.server_crt)).await.is_err());
     // Roots that did not sign the server's certificate refuse the server.
     let distrusting = ProducerConfig {
         tls_client_cert_path: Some(pems.client_crt.clone()),
         tls_client_key_path: Some(pems.client_key.clone()),
-        ..trusting(&pems.ca)
+        ..trusting(&addr, &pems.ca)
     };
     assert!(send_one(distrusting).await.is_err());
     assert_eq!(served(&mut seen), []);
