@@ -31,6 +31,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{config::BrokerConfig, state::BrokerState};
 
+mod review;
+use review::Review;
+
 /// The identity file's name under `storePathRootDir`.
 pub const IDENTITY_FILE: &str = "brokerIdentity";
 
@@ -470,32 +473,9 @@ async fn master_ha_address(client: &RemotingClient, master_addr: &str) -> Result
     Ok(format!("{host}:{port}"))
 }
 
-/// How far behind the master's end a slave may be when the master starts
-/// waiting for it (one default transfer batch): closer than this it
-/// catches up at once even under load.
-const JOIN_LAG: u64 = 64 * 1024;
-
-/// A master's view of its slaves between reviews.
-#[derive(Debug, Default)]
-struct Review {
-    /// When each slave last held the master's whole log.
-    caught_up: BTreeMap<i64, Instant>,
-    /// Slaves the master waits for already but the controllers do not
-    /// count yet, with the end of the master's log when it began to wait:
-    /// once a slave holds that, it holds everything acknowledged.
-    joining: BTreeMap<i64, u64>,
-}
-
 /// As master: brings the controllers' in-sync set in line with the
-/// replicas that hold what the master acknowledged.
-///
-/// A slave joins in two steps: when it is within [`JOIN_LAG`] of the end,
-/// the master starts waiting for it (from then on nothing is acknowledged
-/// without it); once it holds the end of that moment, it holds everything
-/// acknowledged before, and the controllers are asked to count it. A
-/// member leaves when it disconnects or stays behind for
-/// `haMaxTimeSlaveNotCatchup`, and the master stops waiting for it only
-/// once the controllers agreed.
+/// replicas that hold what the master acknowledged (see [`review`]); the
+/// master stops waiting for a member only once the controllers agreed.
 async fn review_in_sync_set(
     state: &BrokerState,
     controllers: &mut Controllers,
@@ -509,51 +489,22 @@ async fn review_in_sync_set(
     let cfg = state.config();
     let sync = master.sync_set();
     let end = state.store.max_physical_offset();
-    let now = Instant::now();
     let grace = Duration::from_millis(cfg.ha.ha_max_time_slave_not_catchup);
-    let replicas: Vec<_> = master
+    let acked: Vec<(i64, u64)> = master
         .replicas()
         .into_iter()
         .filter(|r| !r.async_learner)
+        .map(|r| (r.broker_id, r.acked))
         .collect();
-    review
-        .joining
-        .retain(|slave, _| replicas.iter().any(|r| r.broker_id == *slave));
-    let mut desired = BTreeSet::from([id]);
-    for r in &replicas {
-        if r.acked >= end {
-            review.caught_up.insert(r.broker_id, now);
-        }
-        if known.sync_state_set.contains(&r.broker_id) {
-            let recent = review
-                .caught_up
-                .get(&r.broker_id)
-                .is_some_and(|t| now.duration_since(*t) <= grace);
-            if recent {
-                desired.insert(r.broker_id);
-            }
-            continue;
-        }
-        let mark = match review.joining.get(&r.broker_id) {
-            Some(mark) => *mark,
-            None if r.acked.saturating_add(JOIN_LAG) >= end => {
-                review.joining.insert(r.broker_id, end);
-                end
-            }
-            None => continue,
-        };
-        if r.acked >= mark {
-            desired.insert(r.broker_id);
-        }
-    }
-    // The master waits for the members and for the slaves joining.
-    let waiting: BTreeSet<i64> = known
-        .sync_state_set
-        .iter()
-        .chain(review.joining.keys())
-        .copied()
-        .collect();
-    sync.set_members(waiting.iter().copied());
+    let desired = review.desired(
+        id,
+        &acked,
+        end,
+        &known.sync_state_set,
+        Instant::now(),
+        grace,
+    );
+    sync.set_members(review.waiting(&known.sync_state_set));
     if desired == known.sync_state_set {
         return Ok(());
     }
@@ -581,15 +532,8 @@ async fn review_in_sync_set(
         .decode_header::<AlterSyncStateSetResponseHeader>()
         .map_err(|e| e.to_string())?
         .new_sync_state_set_epoch;
-    for joined in &desired {
-        review.joining.remove(joined);
-    }
-    let waiting: BTreeSet<i64> = desired
-        .iter()
-        .chain(review.joining.keys())
-        .copied()
-        .collect();
-    sync.set_members(waiting.iter().copied());
+    review.joined(&desired);
+    sync.set_members(review.waiting(&desired));
     tracing::info!(in_sync = ?desired, epoch, "in-sync replica set changed");
     known.sync_state_set = desired;
     known.sync_state_set_epoch = epoch;
