@@ -36,6 +36,32 @@ fn settings<'a>(controllers: &'a str, namesrv: Option<&'a str>) -> Vec<(&'a str,
     s
 }
 
+/// Waits until the controllers count `n` replicas of the group in sync
+/// (a slave the master waits for already may not be counted yet; only a
+/// counted one can be elected).
+async fn counted_in_sync(controllers: &LocalGroup, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leader = controllers.leader().await;
+        let counted = controllers.nodes[leader].as_ref().map_or(0, |node| {
+            node.record().read(|r| {
+                r.groups
+                    .values()
+                    .next()
+                    .map_or(0, |g| g.sync_state_set.len())
+            })
+        });
+        if counted == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the controllers count {counted} in sync, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn in_sync(b: &TestBroker) -> usize {
     b.broker
         .state()
@@ -62,6 +88,7 @@ async fn the_slave_takes_over_a_dead_master_with_every_acknowledged_message() {
         in_sync(&a) == 2
     })
     .await;
+    counted_in_sync(&controllers, 2).await;
     a.create_topic("Failover", 1).await;
 
     // The slave refuses sends; the master answers once the slave holds
@@ -207,6 +234,7 @@ async fn a_new_master_does_not_deliver_again_the_timers_its_master_delivered() {
         in_sync(&a) == 2
     })
     .await;
+    counted_in_sync(&controllers, 2).await;
     a.create_topic("Timed", 1).await;
 
     // A timer the master delivers, and whose delivery the slave learns.

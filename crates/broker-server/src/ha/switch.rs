@@ -11,7 +11,10 @@
 use std::{
     collections::BTreeSet,
     net::SocketAddr,
-    sync::{Arc, Mutex, PoisonError, RwLock},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex, PoisonError, RwLock,
+    },
     time::{Duration, Instant},
 };
 
@@ -74,6 +77,8 @@ pub(super) struct Switch {
     master_of: Arc<Mutex<Option<i32>>>,
     /// One switch at a time.
     serial: tokio::sync::Mutex<()>,
+    /// Set at shutdown: no role is taken any more.
+    stopped: AtomicBool,
     broker_name: String,
 }
 
@@ -116,6 +121,7 @@ impl Switch {
             lease,
             master_of: Arc::clone(&master_of),
             serial: tokio::sync::Mutex::new(()),
+            stopped: AtomicBool::new(false),
             broker_name: config.broker.broker_name.clone(),
         };
         let watchdog = tokio::spawn(watch_lease(
@@ -206,6 +212,9 @@ impl Ha {
             return Ok(());
         };
         let _serial = switch.serial.lock().await;
+        if switch.stopped.load(Ordering::Acquire) {
+            return Ok(());
+        }
         {
             let current = self.current();
             // Already master of this epoch: whom it waits for is the in-sync
@@ -297,6 +306,9 @@ impl Ha {
             return;
         };
         let _serial = switch.serial.lock().await;
+        if switch.stopped.load(Ordering::Acquire) {
+            return;
+        }
         *self
             .master_remoting
             .lock()
@@ -357,8 +369,21 @@ impl Ha {
         )
     }
 
-    /// Stops the current role's services (controller mode, at shutdown).
+    /// Stops the current role's services for good (controller mode, at
+    /// shutdown): a switch under way ends first and none starts after, so
+    /// a master shutting down, still named master by the controllers until
+    /// its beats stop, does not take the role again (with no slave
+    /// connected yet, it would have the controllers drop them all from the
+    /// in-sync set, leaving none to elect).
     pub async fn stop_role(&self) {
+        let _serial = match self.switch() {
+            Some(switch) => {
+                let serial = switch.serial.lock().await;
+                switch.stopped.store(true, Ordering::Release);
+                Some(serial)
+            }
+            None => None,
+        };
         let old = self.take_current();
         stop(old).await;
     }
